@@ -1,0 +1,115 @@
+# tokentap build.
+#
+#   make            tokentap and tokentap-sim (release, -O2)
+#   make test       unit + integration tests, then again under ASan/UBSan
+#   make demo       the proxy in front of the simulator, real traffic, report
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make clean
+#
+# Missing build dependencies are installed by scripts/deps.sh (apt-get as
+# root on Debian/Ubuntu; elsewhere it prints the command to run).
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BUILD   ?= build
+CC      ?= cc
+SAN     ?=
+
+ifeq ($(SAN),1)
+BUILD   := build-san
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDSAN   := -fsanitize=address,undefined
+else
+OPT     ?= -O2 -g
+LDSAN   :=
+endif
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+STD     := -std=c11 -D_GNU_SOURCE
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+# llhttp: a packaged release when the system has one, else Debian 12's
+# node-llhttp sources compiled in strict mode (see SPEC section 2).
+LLHTTP_PKG := $(shell pkg-config --exists libllhttp 2>/dev/null && echo yes)
+ifeq ($(LLHTTP_PKG),yes)
+LLHTTP_CFLAGS := $(shell pkg-config --cflags libllhttp)
+LLHTTP_LIBS   := $(shell pkg-config --libs libllhttp)
+LLHTTP_OBJ    :=
+else
+LLHTTP_SRCDIR := /usr/share/llhttp
+LLHTTP_CFLAGS := -I/usr/share/include/llhttp -DLLHTTP_STRICT_MODE=1
+LLHTTP_LIBS   :=
+LLHTTP_OBJ    := $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
+endif
+
+CFLAGS_ALL := $(STD) $(OPT) $(WARN) -I. $(LLHTTP_CFLAGS) -DTT_VERSION=\"$(VERSION)\" $(CFLAGS)
+LIBS := -levent_openssl -levent -levent_pthreads -lssl -lcrypto -lcjson -linih -lpthread -lm $(LLHTTP_LIBS)
+
+CORE_SRC := $(filter-out proxy/main.c,$(wildcard proxy/*.c metrics/*.c tls/*.c))
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+SIM_SRC  := $(wildcard sim/*.c)
+SIM_OBJ  := $(SIM_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+BINS := $(BUILD)/tokentap $(BUILD)/tokentap-sim
+
+.PHONY: all deps test check unit demo install clean bench fuzz
+.DEFAULT_GOAL := all
+
+all: deps $(BINS)
+
+deps: $(BUILD)/.deps-ok
+$(BUILD)/.deps-ok: scripts/deps.sh
+	@sh scripts/deps.sh
+	@mkdir -p $(BUILD) && touch $@
+
+$(BUILD)/libtt.a: $(CORE_OBJ) $(LLHTTP_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tokentap: $(BUILD)/proxy/main.o $(BUILD)/libtt.a
+	$(CC) $(LDSAN) -o $@ $^ $(LIBS) $(LDFLAGS)
+
+$(BUILD)/tokentap-sim: $(SIM_OBJ) $(BUILD)/libtt.a
+	$(CC) $(LDSAN) -o $@ $^ $(LIBS) $(LDFLAGS)
+
+$(BUILD)/%.o: %.c $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+# llhttp's generated sources are not ours to warn about; compile them plainly.
+$(BUILD)/llhttp/%.o: $(LLHTTP_SRCDIR)/%.c $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) $(OPT) $(LLHTTP_CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libtt.a $(LIBS) -lcmocka $(LDSAN) $(LDFLAGS)
+
+unit: all $(UNIT_BIN)
+
+# Full suite: release build, then the same suite under ASan/UBSan.
+test: deps
+	@sh tests/run.sh
+
+# Release build only, no sanitizers (quicker while developing).
+check: all $(UNIT_BIN)
+	@TT_SAN=0 sh tests/run.sh
+
+demo: all
+	@sh scripts/demo.sh $(BUILD)
+
+bench: all
+	@sh bench/run.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/tokentap $(DESTDIR)$(PREFIX)/share/tokentap
+	install -m 0755 $(BUILD)/tokentap $(BUILD)/tokentap-sim $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 conf/tokentap.conf $(DESTDIR)$(PREFIX)/share/tokentap/tokentap.conf
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/tokentap/
+
+clean:
+	rm -rf build build-san
+
+-include $(CORE_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(BUILD)/proxy/main.d

@@ -1,0 +1,79 @@
+/*
+ * The request clock's storage: init/reset of struct tt_request, token event
+ * times, the request error, and the two clocks.  Called by the proxy and the
+ * stream decoder; no allocation except the token time array (amortised).
+ */
+#include "metrics/request.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *const tt_ts_names[TT_TS__COUNT] = {
+    "request_complete", "upstream_connected", "upstream_tls", "request_sent",
+    "response_headers", "first_event", "first_token", "second_token",
+    "first_output_token", "last_token", "response_complete", "delivered",
+};
+
+void tt_request_init(struct tt_request *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->stream = -1;
+    r->include_usage = -1;
+    r->max_tokens = -1;
+    r->s.usage_input = -1;
+    r->s.usage_output = -1;
+    r->s.usage_reasoning = -1;
+    r->upstream_name = "primary";
+}
+
+void tt_request_reset(struct tt_request *r)
+{
+    free(r->token_ts);
+    tt_request_init(r);
+}
+
+int tt_request_token(struct tt_request *r, uint64_t ts)
+{
+    if (r->n_token_ts == r->cap_token_ts) {
+        uint32_t cap = r->cap_token_ts ? r->cap_token_ts * 2 : 64;
+        uint64_t *p = realloc(r->token_ts, cap * sizeof(*p));
+        if (p == NULL)
+            return -1;
+        r->token_ts = p;
+        r->cap_token_ts = cap;
+    }
+    r->token_ts[r->n_token_ts++] = ts;
+    return 0;
+}
+
+void tt_request_set_error(struct tt_request *r, int code, const char *type,
+                          const char *msg)
+{
+    /* the first error is the cause; later ones are consequences */
+    if (r->err_type != NULL)
+        return;
+    r->err_code = code;
+    r->err_type = type;
+    if (msg != NULL) {
+        size_t n = strlen(msg);
+        if (n >= sizeof(r->err_msg))
+            n = sizeof(r->err_msg) - 1;
+        memcpy(r->err_msg, msg, n);
+        r->err_msg[n] = '\0';
+    }
+}
+
+uint64_t tt_now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int64_t tt_now_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}

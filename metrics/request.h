@@ -1,0 +1,116 @@
+/*
+ * The request clock: everything tokentap learns about one proxied request,
+ * filled by the proxy as bytes pass (proxy/conn.c) and by the stream decoder
+ * (proxy/stream.c), then turned into metrics and a record when the request
+ * finishes (metrics/clock.c, metrics/record.c).
+ *
+ * Times are CLOCK_MONOTONIC nanoseconds; 0 means "not seen".  Every stamp is
+ * taken once per socket read, at the top of the read callback, so all events
+ * decoded from one read share the instant their bytes arrived.
+ */
+#ifndef TT_REQUEST_H
+#define TT_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum tt_api {
+    TT_API_OTHER = 0,
+    TT_API_OPENAI_CHAT,
+    TT_API_OPENAI_COMPLETIONS,
+    TT_API_OPENAI_RESPONSES,
+    TT_API_ANTHROPIC,
+    TT_API_GEMINI,
+    TT_API_OLLAMA,
+    TT_API_TGI,
+    TT_API__COUNT
+};
+
+/* timeline boundaries of SPEC section 5, in order */
+enum tt_ts {
+    TT_TS_REQUEST_COMPLETE = 0,
+    TT_TS_UPSTREAM_CONNECTED,
+    TT_TS_UPSTREAM_TLS,
+    TT_TS_REQUEST_SENT,
+    TT_TS_RESPONSE_HEADERS,
+    TT_TS_FIRST_EVENT,
+    TT_TS_FIRST_TOKEN,
+    TT_TS_SECOND_TOKEN,
+    TT_TS_FIRST_OUTPUT_TOKEN,
+    TT_TS_LAST_TOKEN,
+    TT_TS_RESPONSE_COMPLETE,
+    TT_TS_DELIVERED,
+    TT_TS__COUNT
+};
+
+/* record key of each boundary ("request_complete", ...) */
+extern const char *const tt_ts_names[TT_TS__COUNT];
+
+/* what the stream decoder found in a response body (proxy/stream.c) */
+struct tt_stream_stats {
+    uint32_t events;            /* decoded events of any kind */
+    uint32_t token_events;      /* events carrying answer, reasoning or tool text */
+    uint32_t reasoning_events;  /* token events whose text is reasoning */
+    uint32_t answer_events;     /* token events with answer or tool-call text */
+    uint64_t reasoning_bytes;   /* text bytes, for the usage+estimate split */
+    uint64_t answer_bytes;
+    int64_t  usage_input;       /* prompt tokens, -1 when absent */
+    int64_t  usage_output;      /* completion tokens incl. reasoning, -1 when absent */
+    int64_t  usage_reasoning;   /* reasoning tokens, -1 when absent */
+    uint32_t parse_errors;      /* malformed events (forwarded, counted) */
+    unsigned terminal:1;        /* terminal marker seen ([DONE], message_stop...) */
+    unsigned error:1;           /* error object / error event in the body */
+    unsigned streaming:1;       /* body was an event stream (SSE/NDJSON) */
+    char     finish_reason[32];
+    char     error_type[48];    /* e.g. "invalid_request_error" */
+    char     error_message[256];
+    char     model[128];        /* model named by the response, if any */
+};
+
+struct tt_request {
+    uint64_t t0;                /* monotonic ns: first byte of the request */
+    int64_t  start_wall_ns;     /* unix ns at t0 */
+    uint64_t ts[TT_TS__COUNT];  /* monotonic ns, 0 = not seen */
+
+    /* token event arrival times (monotonic ns), for inter-chunk latency;
+     * grown by doubling, owned, freed by tt_request_reset() */
+    uint64_t *token_ts;
+    uint32_t  n_token_ts;
+    uint32_t  cap_token_ts;
+
+    char     request_id[128];
+    char     method[16];
+    char     path[512];
+    char     model[128];        /* from the request body (inspector) */
+    enum tt_api api;
+    int      stream;            /* -1 unknown, 0, 1 (from the request) */
+    int      include_usage;     /* -1 unknown, 0, 1 (stream_options) */
+    int64_t  max_tokens;        /* -1 absent */
+    int      status;            /* upstream (or own) status code, 0 none */
+    unsigned upstream_reused:1;
+    unsigned cancelled:1;       /* client went away before the end */
+    unsigned upgraded:1;        /* Upgrade tunnel */
+    const char *upstream_name;  /* "primary"; borrowed, static */
+
+    uint64_t bytes_in;          /* request body bytes */
+    uint64_t bytes_out;         /* response body bytes */
+
+    struct tt_stream_stats s;
+
+    /* error of the request as a whole; type is a static string or NULL */
+    int         err_code;       /* HTTP-ish code: 502, 504, 499, 400... */
+    const char *err_type;       /* "upstream_connect", "truncated", ... */
+    char        err_msg[256];
+};
+
+void tt_request_init(struct tt_request *r);      /* zero + "absent" markers */
+void tt_request_reset(struct tt_request *r);     /* free owned memory, re-init */
+/* note a token event at <ts>; returns 0, or -1 when out of memory */
+int  tt_request_token(struct tt_request *r, uint64_t ts);
+void tt_request_set_error(struct tt_request *r, int code, const char *type,
+                          const char *msg);
+
+uint64_t tt_now_mono(void);     /* CLOCK_MONOTONIC ns */
+int64_t  tt_now_wall(void);     /* CLOCK_REALTIME ns */
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * Configuration: one table of options serves the command line, the config
+ * file (sectioned key = value, parsed with libinih), --help and
+ * check-config.  Owned by proxy/config.c; read by everything else.
+ */
+#ifndef TT_CONFIG_H
+#define TT_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define TT_PATH_MAX 1024
+
+enum tt_log_level { TT_LOG_ERROR = 0, TT_LOG_WARN, TT_LOG_INFO, TT_LOG_DEBUG };
+
+struct tt_config {
+    /* [proxy] */
+    char     listen[256];           /* "127.0.0.1:8080" */
+    int      workers;               /* 1 */
+    int      log_level;             /* enum tt_log_level, "info" */
+    int      think_tags;            /* enum tt_think_mode, "auto" */
+    int      add_request_id;        /* add X-Request-Id upstream when absent: 0 */
+    unsigned drain_timeout_ms;      /* SIGTERM grace period: 30000 */
+    /* [upstream] */
+    char     upstream[TT_PATH_MAX]; /* URL, http:// or https://, optional base path */
+    char     upstream_ca[TT_PATH_MAX];
+    char     upstream_cert[TT_PATH_MAX];
+    char     upstream_key[TT_PATH_MAX];
+    int      upstream_insecure;
+    unsigned upstream_pool;         /* idle keep-alive connections kept: 64 */
+    /* [tls] (client side) */
+    char     tls_cert[TT_PATH_MAX];
+    char     tls_key[TT_PATH_MAX];
+    char     tls_client_ca[TT_PATH_MAX];
+    /* [admin] */
+    char     admin[256];            /* "127.0.0.1:9464" or "off" */
+    unsigned model_label_cap;       /* 32 */
+    /* [record] */
+    char     record[TT_PATH_MAX];   /* "" none, "-" stdout */
+    unsigned record_queue;          /* records queued for the writer: 4096 */
+    /* [slo] */
+    char     goodput[1024];         /* AIPerf syntax, "" none */
+    /* [limits] */
+    size_t   max_header_bytes;      /* 65536 */
+    unsigned max_headers;           /* 100 */
+    size_t   max_body_bytes;        /* 33554432 */
+    size_t   buffer_bytes;          /* per-direction high watermark: 262144 */
+    unsigned head_timeout_ms;       /* 10000 */
+    unsigned connect_timeout_ms;    /* 5000 */
+    unsigned response_timeout_ms;   /* 600000 */
+    unsigned upstream_idle_ms;      /* 300000 */
+    unsigned client_idle_ms;        /* 75000 */
+    unsigned max_connections;       /* 20000 */
+};
+
+void tt_config_defaults(struct tt_config *c);
+
+/*
+ * Load <path> into <c>.  Returns 0, or -1 with <err> set to
+ * "FILE:LINE: key 'K': reason".
+ */
+int tt_config_load(struct tt_config *c, const char *path, char *err,
+                   size_t errlen);
+
+/*
+ * Parse command-line options (argv[0] and a leading subcommand excluded by
+ * the caller).  A --config FILE is loaded first, flags override it.
+ * Returns 0 to run, 1 when --help/--version was printed (exit 0), or -1
+ * with <err> set to "--flag: reason" (exit 2).
+ */
+int tt_config_args(struct tt_config *c, int argc, char **argv, char *err,
+                   size_t errlen);
+
+/* cross-field checks (e.g. tls_cert without tls_key); 0 or -1 with <err> */
+int tt_config_check(const struct tt_config *c, char *err, size_t errlen);
+
+void tt_config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * Stream decoding: turns a response body (after chunked framing is removed)
+ * into events, and events into the request clock's facts: token events,
+ * reasoning vs answer, usage, finish reason, mid-stream errors, terminal
+ * marker.  A side read: it never alters or delays the bytes the client gets.
+ *
+ * Called by the proxy's response path (proxy/conn.c) on every body read.
+ * Writes into the tt_request it was given: r->s (struct tt_stream_stats),
+ * r->ts[TT_TS_FIRST_EVENT .. TT_TS_LAST_TOKEN] and r->token_ts.
+ */
+#ifndef TT_STREAM_H
+#define TT_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "metrics/request.h"
+
+enum tt_think_mode { TT_THINK_AUTO = 0, TT_THINK_ON, TT_THINK_OFF };
+
+/* detect the API from the request path (query string allowed) */
+enum tt_api tt_api_detect(const char *path, size_t len);
+/* "openai.chat", "anthropic.messages", ... "other" */
+const char *tt_api_name(enum tt_api api);
+
+struct tt_stream;   /* opaque; see proxy/stream.c */
+
+/*
+ * Create a decoder for one response.  <content_type> is the response's
+ * Content-Type (may be NULL).  <r> is borrowed until tt_stream_free().
+ * Returns NULL on allocation failure.
+ */
+struct tt_stream *tt_stream_new(struct tt_request *r, enum tt_api api,
+                                const char *content_type,
+                                enum tt_think_mode think);
+
+/* feed body bytes that arrived at monotonic time <now> */
+void tt_stream_feed(struct tt_stream *st, const char *buf, size_t len,
+                    uint64_t now);
+
+/* the body ended; <complete> is 1 when HTTP framing says it ended properly.
+ * Sets r->s.terminal/error and, for a stream without its terminal marker,
+ * the request error "truncated". */
+void tt_stream_end(struct tt_stream *st, int complete, uint64_t now);
+
+void tt_stream_free(struct tt_stream *st);
+
+#endif

@@ -1,0 +1,39 @@
+#!/bin/sh
+# Installs what tokentap needs to build and test, when something is missing.
+# Debian/Ubuntu as root: apt-get. Elsewhere: prints the command to run.
+set -u
+
+PKGS="build-essential pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
+libcmocka-dev node-llhttp curl openssl python3 prometheus"
+
+missing=""
+have_hdr() { [ -f "/usr/include/$1" ] || [ -f "/usr/include/x86_64-linux-gnu/$1" ] || \
+             [ -f "/usr/include/aarch64-linux-gnu/$1" ]; }
+have_hdr event2/bufferevent_ssl.h || missing="$missing libevent-dev"
+have_hdr openssl/ssl.h            || missing="$missing libssl-dev"
+have_hdr cjson/cJSON.h            || missing="$missing libcjson-dev"
+have_hdr ini.h                    || missing="$missing libinih-dev"
+have_hdr cmocka.h                 || missing="$missing libcmocka-dev"
+if ! pkg-config --exists libllhttp 2>/dev/null && [ ! -f /usr/share/llhttp/llhttp.c ]; then
+    missing="$missing node-llhttp"
+fi
+for tool in cc make pkg-config curl openssl python3 promtool; do
+    command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
+done
+
+[ -z "$missing" ] && exit 0
+
+echo "tokentap: missing build/test dependencies:$missing"
+if [ -r /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "tokentap: installing with apt-get: $PKGS"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq && apt-get install -y -qq --no-install-recommends $PKGS >/dev/null || {
+            echo "tokentap: apt-get install failed" >&2; exit 1; }
+        exit 0
+    fi
+    echo "tokentap: run as root:  apt-get update && apt-get install -y $PKGS" >&2
+    exit 1
+fi
+echo "tokentap: install the equivalents of these Debian packages: $PKGS" >&2
+exit 1
