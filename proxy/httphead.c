@@ -1,0 +1,320 @@
+/*
+ * HTTP message heads (see httphead.h): span collection, smuggling checks,
+ * hop-by-hop filtering and tokentap's own error responses.
+ */
+#include "proxy/httphead.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+
+int tt_head_init(struct tt_head *h, size_t limit, unsigned max_fields)
+{
+    memset(h, 0, sizeof(*h));
+    h->limit = limit;
+    h->max = max_fields;
+    h->line_start = 0;
+    return 0;
+}
+
+void tt_head_clear(struct tt_head *h)
+{
+    h->len = 0;
+    h->n = 0;
+    h->target = h->tlen = 0;
+    h->in_value = 0;
+    h->overflow = 0;
+    h->obs_fold = 0;
+    h->line_start = 0;
+}
+
+void tt_head_free(struct tt_head *h)
+{
+    free(h->buf);
+    free(h->f);
+    h->buf = NULL;
+    h->f = NULL;
+    h->cap = 0;
+}
+
+static int append(struct tt_head *h, const char *at, size_t len)
+{
+    if (h->len + len > h->limit) {
+        h->overflow = 1;
+        return -1;
+    }
+    if (h->len + len > h->cap) {
+        size_t cap = h->cap ? h->cap : 2048;
+        char *p;
+        while (cap < h->len + len)
+            cap *= 2;
+        if (cap > h->limit)
+            cap = h->limit;
+        p = realloc(h->buf, cap);
+        if (p == NULL)
+            return -1;
+        h->buf = p;
+        h->cap = cap;
+    }
+    memcpy(h->buf + h->len, at, len);
+    h->len += len;
+    return 0;
+}
+
+int tt_head_target(struct tt_head *h, const char *at, size_t len)
+{
+    if (h->tlen == 0)
+        h->target = (uint32_t)h->len;
+    if (append(h, at, len) < 0)
+        return -1;
+    h->tlen += (uint32_t)len;
+    return 0;
+}
+
+int tt_head_field(struct tt_head *h, const char *at, size_t len)
+{
+    if (h->f == NULL) {
+        h->f = calloc(h->max + 1, sizeof(*h->f));
+        if (h->f == NULL)
+            return -1;
+    }
+    if (h->in_value || h->n == 0) {
+        /* a new field starts */
+        if (h->n >= h->max) {
+            h->overflow = 1;
+            return -1;
+        }
+        h->f[h->n].name = (uint32_t)h->len;
+        h->f[h->n].nlen = 0;
+        h->f[h->n].val = 0;
+        h->f[h->n].vlen = 0;
+        h->n++;
+        h->in_value = 0;
+    }
+    if (append(h, at, len) < 0)
+        return -1;
+    h->f[h->n - 1].nlen += (uint32_t)len;
+    return 0;
+}
+
+int tt_head_value(struct tt_head *h, const char *at, size_t len)
+{
+    struct tt_hfield *f;
+
+    if (h->n == 0)
+        return -1;
+    f = &h->f[h->n - 1];
+    if (!h->in_value) {
+        f->val = (uint32_t)h->len;
+        f->vlen = 0;
+        h->in_value = 1;
+    }
+    if (append(h, at, len) < 0)
+        return -1;
+    f->vlen += (uint32_t)len;
+    return 0;
+}
+
+void tt_head_scan(struct tt_head *h, const char *p, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        if (h->line_start && (p[i] == ' ' || p[i] == '\t'))
+            h->obs_fold = 1;
+        h->line_start = (p[i] == '\n');
+    }
+}
+
+static int name_is(const struct tt_head *h, const struct tt_hfield *f,
+                   const char *name)
+{
+    size_t n = strlen(name);
+    return f->nlen == n && strncasecmp(h->buf + f->name, name, n) == 0;
+}
+
+const char *tt_head_get(const struct tt_head *h, const char *name,
+                        size_t *vlen)
+{
+    unsigned i;
+
+    for (i = 0; i < h->n; i++) {
+        if (name_is(h, &h->f[i], name)) {
+            if (vlen)
+                *vlen = h->f[i].vlen;
+            return h->buf + h->f[i].val;
+        }
+    }
+    return NULL;
+}
+
+/* does the comma-separated list <v,len> contain <token>? */
+static int list_has(const char *v, size_t len, const char *token)
+{
+    size_t tl = strlen(token), i = 0;
+
+    while (i < len) {
+        size_t s, e;
+        while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+            i++;
+        s = i;
+        while (i < len && v[i] != ',')
+            i++;
+        e = i;
+        while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+            e--;
+        if (e - s == tl && strncasecmp(v + s, token, tl) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int tt_head_has_token(const struct tt_head *h, const char *name,
+                      const char *token)
+{
+    unsigned i;
+
+    for (i = 0; i < h->n; i++)
+        if (name_is(h, &h->f[i], name) &&
+            list_has(h->buf + h->f[i].val, h->f[i].vlen, token))
+            return 1;
+    return 0;
+}
+
+const char *tt_head_framing_error(const struct tt_head *h)
+{
+    unsigned i, ncl = 0, nte = 0;
+    const struct tt_hfield *te = NULL;
+
+    if (h->obs_fold)
+        return "obsolete line folding in header";
+    for (i = 0; i < h->n; i++) {
+        const struct tt_hfield *f = &h->f[i];
+        if (name_is(h, f, "content-length")) {
+            uint32_t k;
+            if (++ncl > 1)
+                return "duplicate Content-Length";
+            if (f->vlen == 0 || f->vlen > 18)
+                return "invalid Content-Length";
+            for (k = 0; k < f->vlen; k++)
+                if (!isdigit((unsigned char)h->buf[f->val + k]))
+                    return "invalid Content-Length";
+        } else if (name_is(h, f, "transfer-encoding")) {
+            if (++nte > 1)
+                return "repeated Transfer-Encoding";
+            te = f;
+        }
+    }
+    if (ncl && nte)
+        return "Content-Length with Transfer-Encoding";
+    if (te != NULL &&
+        !(te->vlen == 7 && strncasecmp(h->buf + te->val, "chunked", 7) == 0))
+        return "unsupported Transfer-Encoding";
+    return NULL;
+}
+
+int tt_head_copy_fields(const struct tt_head *h, struct evbuffer *out,
+                        enum tt_head_dir dir, int keep_upgrade, int drop_te)
+{
+    static const char *const hop[] = {
+        "connection", "keep-alive", "proxy-connection", "te", "trailer",
+        "upgrade", "host", NULL
+    };
+    unsigned i, k;
+
+    for (i = 0; i < h->n; i++) {
+        const struct tt_hfield *f = &h->f[i];
+        int skip = 0;
+        char name[128];
+
+        for (k = 0; hop[k] != NULL; k++) {
+            if (name_is(h, f, hop[k])) {
+                skip = 1;
+                if (k == 5 && keep_upgrade)
+                    skip = 0;
+                if (k == 6 && dir == TT_HEAD_RESPONSE)
+                    skip = 0;
+                break;
+            }
+        }
+        if (!skip && drop_te && name_is(h, f, "transfer-encoding"))
+            skip = 1;
+        /* fields named by Connection are hop-by-hop too */
+        if (!skip && f->nlen < sizeof(name)) {
+            memcpy(name, h->buf + f->name, f->nlen);
+            name[f->nlen] = '\0';
+            if (tt_head_has_token(h, "connection", name) &&
+                !(keep_upgrade && name_is(h, f, "upgrade")))
+                skip = 1;
+        }
+        if (skip)
+            continue;
+        if (evbuffer_add(out, h->buf + f->name, f->nlen) < 0 ||
+            evbuffer_add(out, ": ", 2) < 0 ||
+            evbuffer_add(out, h->buf + f->val, f->vlen) < 0 ||
+            evbuffer_add(out, "\r\n", 2) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+const char *tt_status_reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 431: return "Request Header Fields Too Large";
+    case 499: return "Client Closed Request";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default:  return "Unknown";
+    }
+}
+
+/* append <s> as the inside of a JSON string */
+static void json_escape(struct evbuffer *out, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            evbuffer_add_printf(out, "\\%c", c);
+        else if (c < 0x20)
+            evbuffer_add_printf(out, "\\u%04x", c);
+        else
+            evbuffer_add(out, s, 1);
+    }
+}
+
+void tt_error_response(struct evbuffer *out, int status, const char *type,
+                       const char *code, const char *message, int close)
+{
+    struct evbuffer *body = evbuffer_new();
+
+    if (body == NULL)
+        return;
+    evbuffer_add_printf(body, "{\"error\":{\"message\":\"");
+    json_escape(body, message);
+    evbuffer_add_printf(body, "\",\"type\":\"%s\",\"code\":\"%s\"}}\n",
+                        type, code);
+    evbuffer_add_printf(out,
+                        "HTTP/1.1 %d %s\r\n"
+                        "Content-Type: application/json\r\n"
+                        "Content-Length: %zu\r\n"
+                        "%s"
+                        "\r\n",
+                        status, tt_status_reason(status),
+                        evbuffer_get_length(body),
+                        close ? "Connection: close\r\n" : "");
+    evbuffer_add_buffer(out, body);
+    evbuffer_free(body);
+}

@@ -1,0 +1,83 @@
+/*
+ * HTTP message heads: collects the request line / status line and header
+ * fields that llhttp hands over in spans (possibly split across reads),
+ * checks them against the smuggling rules of SPEC 9, and writes the head
+ * forwarded to the other side with hop-by-hop headers handled.
+ *
+ * Used by proxy/conn.c for both directions; owns nothing but its buffer.
+ */
+#ifndef TT_HTTPHEAD_H
+#define TT_HTTPHEAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct evbuffer;
+
+struct tt_hfield {
+    uint32_t name, nlen;            /* offsets into tt_head.buf */
+    uint32_t val, vlen;
+};
+
+struct tt_head {
+    char    *buf;                   /* owned; grows up to <limit> */
+    size_t   len, cap, limit;
+    struct tt_hfield *f;            /* owned; <max> entries */
+    unsigned n, max;
+    uint32_t target, tlen;          /* request target or status reason */
+    int      in_value;              /* last span was a value */
+    unsigned overflow:1;            /* too many fields or bytes */
+    unsigned obs_fold:1;            /* continuation line seen */
+    int      line_start;            /* scanner: at the start of a line */
+};
+
+int  tt_head_init(struct tt_head *h, size_t limit, unsigned max_fields);
+void tt_head_clear(struct tt_head *h);
+void tt_head_free(struct tt_head *h);
+
+/* span callbacks (return 0, or -1 when a limit is passed) */
+int tt_head_target(struct tt_head *h, const char *at, size_t len);
+int tt_head_field(struct tt_head *h, const char *at, size_t len);
+int tt_head_value(struct tt_head *h, const char *at, size_t len);
+
+/* scan raw head bytes for obs-fold (a line starting with SP or HT) */
+void tt_head_scan(struct tt_head *h, const char *p, size_t len);
+
+/* first value of header <name> (case-insensitive), NULL if absent */
+const char *tt_head_get(const struct tt_head *h, const char *name,
+                        size_t *vlen);
+/* does a comma-separated header <name> contain <token>? */
+int tt_head_has_token(const struct tt_head *h, const char *name,
+                      const char *token);
+
+/*
+ * Framing checks of SPEC 9 that llhttp does not make on its own:
+ * duplicate or invalid Content-Length, Content-Length with
+ * Transfer-Encoding, repeated or non-"chunked" Transfer-Encoding, obs-fold.
+ * Returns NULL when the head is acceptable, else a static reason.
+ */
+const char *tt_head_framing_error(const struct tt_head *h);
+
+enum tt_head_dir { TT_HEAD_REQUEST, TT_HEAD_RESPONSE };
+
+/*
+ * Append the fields of <h> to <out> as "Name: value\r\n", leaving out the
+ * hop-by-hop fields (Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
+ * Upgrade unless <keep_upgrade>, Host for requests, and any field named in
+ * Connection).  Returns 0 or -1.
+ */
+int tt_head_copy_fields(const struct tt_head *h, struct evbuffer *out,
+                        enum tt_head_dir dir, int keep_upgrade,
+                        int drop_te);
+
+/*
+ * A response tokentap itself produces, in the OpenAI error shape:
+ * {"error":{"message":..,"type":..,"code":..}}.  <close> adds
+ * "Connection: close".
+ */
+void tt_error_response(struct evbuffer *out, int status, const char *type,
+                       const char *code, const char *message, int close);
+
+const char *tt_status_reason(int status);
+
+#endif

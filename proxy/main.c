@@ -1,0 +1,60 @@
+/*
+ * tokentap's entry point: picks the subcommand.
+ *
+ *   tokentap [options]                 run the proxy (proxy/server.c)
+ *   tokentap check-config FILE         validate a config file, print it
+ *   tokentap report RECORDS.jsonl ...  offline analysis (metrics/report.c)
+ *   tokentap --help | --version
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "proxy/config.h"
+#include "proxy/server.h"
+
+int tt_report_main(int argc, char **argv);
+
+static int check_config(int argc, char **argv)
+{
+    struct tt_config cfg;
+    char err[1024];
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: tokentap check-config FILE\n");
+        return 2;
+    }
+    tt_config_defaults(&cfg);
+    if (tt_config_load(&cfg, argv[1], err, sizeof(err)) < 0) {
+        fprintf(stderr, "tokentap: %s\n", err);
+        return 1;
+    }
+    if (tt_config_check(&cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "tokentap: %s: %s\n", argv[1], err);
+        return 1;
+    }
+    tt_config_dump(&cfg, stdout);
+    fprintf(stderr, "tokentap: %s: configuration OK\n", argv[1]);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct tt_config cfg;
+    char err[1024];
+    int rc;
+
+    if (argc > 1 && strcmp(argv[1], "check-config") == 0)
+        return check_config(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "report") == 0)
+        return tt_report_main(argc - 1, argv + 1);
+
+    tt_config_defaults(&cfg);
+    rc = tt_config_args(&cfg, argc - 1, argv + 1, err, sizeof(err));
+    if (rc > 0)
+        return 0;
+    if (rc < 0 || tt_config_check(&cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "tokentap: %s\n", err);
+        return 2;
+    }
+    return tt_server_run(&cfg, argc - 1, argv + 1);
+}

@@ -1,0 +1,397 @@
+/*
+ * The process (see server.h).
+ *
+ * Worker 0 runs on the main thread and also owns the signal events and the
+ * admin listener; workers 1..N-1 run on their own threads.  Every worker
+ * has its own SO_REUSEPORT listener, so the kernel spreads connections.
+ * All workers share one aggregator (a mutex taken once per finished
+ * request and once per scrape) and one record writer (its own queue).
+ *
+ * SIGTERM/SIGINT: every listener stops, idle connections close, busy ones
+ * close after their current response; when none is left (or the grace
+ * period ends) the loops exit, records are flushed and the process exits 0.
+ * SIGHUP: the record file is reopened, SLOs are re-read from the config
+ * file, certificates are reloaded.
+ */
+#include "proxy/server.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
+
+#include "metrics/agg.h"
+#include "metrics/clock.h"
+#include "metrics/record.h"
+#include "proxy/admin.h"
+#include "proxy/conn.h"
+#include "proxy/log.h"
+#include "proxy/upstream.h"
+#include "proxy/worker.h"
+#include "tls/tls.h"
+
+static pthread_mutex_t agg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void tt_worker_request_start(struct tt_worker *w)
+{
+    w->inflight++;
+    tt_agg_inflight(w->agg, +1);
+}
+
+void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
+{
+    struct tt_server *srv = w->srv;
+    struct tt_metric_values m;
+    struct tt_slo_result res, *resp = NULL;
+    const char *source = NULL;
+    char *line;
+    size_t len;
+
+    w->inflight--;
+    tt_agg_inflight(w->agg, -1);
+    tt_metrics_compute(r, &m, &source);
+    if (srv->have_slo) {
+        const char *model = r->model[0] ? r->model : r->s.model;
+        pthread_rwlock_rdlock(&srv->slo_lock);
+        tt_slo_judge(tt_slo_for_model(&srv->slos, model), &m,
+                     tt_request_outcome(r) != TT_OUT_OK, &res);
+        pthread_rwlock_unlock(&srv->slo_lock);
+        resp = &res;
+    }
+    pthread_mutex_lock(&agg_lock);
+    tt_agg_observe(w->agg, r, &m, resp);
+    pthread_mutex_unlock(&agg_lock);
+    if (srv->rec != NULL) {
+        line = tt_record_format(r, &m, source, resp, &len);
+        if (line != NULL)
+            tt_recorder_submit(srv->rec, line, len);
+    }
+}
+
+/* the admin listener's view of the aggregates, under the lock */
+int tt_server_metrics(struct tt_agg *a, struct evbuffer *out, int json)
+{
+    int rc;
+
+    pthread_mutex_lock(&agg_lock);
+    rc = json ? tt_agg_stats_json(a, out) : tt_agg_prometheus(a, out);
+    pthread_mutex_unlock(&agg_lock);
+    return rc;
+}
+
+void tt_worker_conn_gone(struct tt_worker *w)
+{
+    if (w->draining && w->nconns == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
+                      struct sockaddr *sa, int socklen, void *arg)
+{
+    struct tt_worker *w = arg;
+    (void)l;
+    (void)sa;
+    (void)socklen;
+
+    if (w->nconns >= w->cfg->max_connections) {
+        evutil_closesocket(fd);
+        return;
+    }
+    tt_conn_accept(w, fd);
+}
+
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    (void)l;
+    (void)arg;
+    tt_log_warn("accept: %s", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+}
+
+static void on_grace(evutil_socket_t fd, short what, void *arg)
+{
+    struct tt_worker *w = arg;
+    (void)fd;
+    (void)what;
+
+    if (w->nconns > 0)
+        tt_log_warn("worker %d: drain grace period over, closing %u connections",
+                    w->id, w->nconns);
+    while (w->conns != NULL)
+        tt_conn_abort(w->conns);
+    event_base_loopexit(w->base, NULL);
+}
+
+/* runs on the worker's own thread */
+static void on_drain(evutil_socket_t fd, short what, void *arg)
+{
+    struct tt_worker *w = arg;
+    struct tt_conn *c, *next;
+    struct timeval grace = { w->cfg->drain_timeout_ms / 1000,
+                             (w->cfg->drain_timeout_ms % 1000) * 1000 };
+    (void)fd;
+    (void)what;
+
+    if (w->draining)
+        return;
+    w->draining = 1;
+    if (w->listener != NULL)
+        evconnlistener_disable(w->listener);
+    tt_upstream_close_idle(w);
+    evtimer_add(w->grace_ev, &grace);
+    for (c = w->conns; c != NULL; c = next) {
+        next = tt_conn_next(c);
+        tt_conn_drain(c);
+    }
+    if (w->nconns == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+static struct tt_server *the_server;
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct tt_server *srv = arg;
+    unsigned i;
+    (void)what;
+
+    if (sig == SIGHUP) {
+        char err[512];
+        struct tt_config fresh;
+
+        tt_log_info("SIGHUP: reopening records, reloading SLOs and certificates");
+        if (srv->rec != NULL)
+            tt_recorder_reopen(srv->rec);
+        /* the file and the command line, read again as at start */
+        tt_config_defaults(&fresh);
+        if (tt_config_args(&fresh, srv->argc, srv->argv, err, sizeof(err)) < 0) {
+            tt_log_error("reload: %s (keeping the running configuration)", err);
+        } else {
+            struct tt_slo_set set;
+            if (tt_config_slo_set(&fresh, &set, err, sizeof(err)) < 0) {
+                tt_log_error("reload: %s (keeping the running SLOs)", err);
+            } else {
+                pthread_rwlock_wrlock(&srv->slo_lock);
+                srv->slos = set;
+                srv->have_slo = fresh.goodput[0] != '\0' || fresh.n_model_slos > 0;
+                pthread_rwlock_unlock(&srv->slo_lock);
+                tt_log_info("reload: SLOs now '%s'", fresh.goodput);
+            }
+        }
+        if (srv->tls != NULL)
+            tt_tls_reload(srv->tls);
+        return;
+    }
+    tt_log_info("%s: draining (grace %u ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                srv->cfg.drain_timeout_ms);
+    if (srv->admin != NULL)
+        tt_admin_set_draining(srv->admin, 1);
+    for (i = 0; i < srv->nworkers; i++)
+        event_active(srv->workers[i].drain_ev, EV_READ, 0);
+}
+
+static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
+                       struct tt_agg *agg)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    char err[256];
+    unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT;
+
+    memset(w, 0, sizeof(*w));
+    w->id = id;
+    w->srv = srv;
+    w->cfg = &srv->cfg;
+    w->up = &srv->up;
+    w->agg = agg;
+    w->base = event_base_new();
+    if (w->base == NULL)
+        return -1;
+    w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                     EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    if (w->dns == NULL)
+        w->dns = evdns_base_new(w->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    if (w->dns != NULL)
+        evdns_base_load_hosts(w->dns, NULL);
+    w->drain_ev = event_new(w->base, -1, 0, on_drain, w);
+    w->grace_ev = evtimer_new(w->base, on_grace, w);
+    if (tt_addr_parse(srv->cfg.listen, &ss, &sslen, err, sizeof(err)) < 0) {
+        tt_log_error("--listen: %s", err);
+        return -1;
+    }
+    w->listener = evconnlistener_new_bind(w->base, on_accept, w, flags, 1024,
+                                          (struct sockaddr *)&ss, (int)sslen);
+    if (w->listener == NULL) {
+        tt_log_error("cannot listen on %s: %s", srv->cfg.listen, strerror(errno));
+        return -1;
+    }
+    evconnlistener_set_error_cb(w->listener, on_accept_error);
+    if (srv->tls != NULL)
+        tt_tls_worker_init(srv->tls, w);
+    return 0;
+}
+
+static void worker_free(struct tt_worker *w)
+{
+    while (w->conns != NULL)
+        tt_conn_abort(w->conns);
+    tt_upstream_close_idle(w);
+    if (w->listener)
+        evconnlistener_free(w->listener);
+    if (w->drain_ev)
+        event_free(w->drain_ev);
+    if (w->grace_ev)
+        event_free(w->grace_ev);
+    if (w->dns)
+        evdns_base_free(w->dns, 0);
+    if (w->base)
+        event_base_free(w->base);
+}
+
+static void *worker_main(void *arg)
+{
+    struct tt_worker *w = arg;
+    event_base_dispatch(w->base);
+    return NULL;
+}
+
+/* the port worker 0 actually bound, so that --listen :0 works for all */
+static void share_port(struct tt_server *srv, struct tt_worker *w0)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char host[128];
+    int port;
+
+    if (getsockname(evconnlistener_get_fd(w0->listener), (struct sockaddr *)&ss, &len) < 0)
+        return;
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        evutil_inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+        port = ntohs(s6->sin6_port);
+        snprintf(srv->cfg.listen, sizeof(srv->cfg.listen), "[%s]:%d", host, port);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        evutil_inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+        port = ntohs(s4->sin_port);
+        snprintf(srv->cfg.listen, sizeof(srv->cfg.listen), "%s:%d", host, port);
+    }
+}
+
+int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
+{
+    struct tt_server *srv;
+    struct tt_agg *agg = NULL;
+    struct tt_agg_opts aopts;
+    struct event *sigs[4] = { NULL, NULL, NULL, NULL };
+    char err[512];
+    unsigned i, started = 1;
+    int rc = 1;
+
+    signal(SIGPIPE, SIG_IGN);
+    evthread_use_pthreads();
+    srv = calloc(1, sizeof(*srv));
+    if (srv == NULL)
+        return 1;
+    the_server = srv;
+    srv->cfg = *cfg;
+    srv->argc = argc;
+    srv->argv = argv;
+    pthread_rwlock_init(&srv->slo_lock, NULL);
+    tt_log_level = cfg->log_level;
+
+    if (tt_url_parse(cfg->upstream, &srv->up, err, sizeof(err)) < 0) {
+        tt_log_error("--upstream: %s", err);
+        goto out;
+    }
+    if (tt_config_slo_set(cfg, &srv->slos, err, sizeof(err)) < 0) {
+        tt_log_error("%s", err);
+        goto out;
+    }
+    srv->have_slo = cfg->goodput[0] != '\0' || cfg->n_model_slos > 0;
+    if (tt_tls_setup(srv, &srv->tls, err, sizeof(err)) < 0) {
+        tt_log_error("%s", err);
+        goto out;
+    }
+    memset(&aopts, 0, sizeof(aopts));
+    aopts.model_cap = cfg->model_label_cap;
+    agg = tt_agg_new(&aopts);
+    if (agg == NULL) {
+        tt_log_error("cannot create the aggregator");
+        goto out;
+    }
+    if (cfg->record[0]) {
+        srv->rec = tt_recorder_open(cfg->record, cfg->record_queue, err, sizeof(err));
+        if (srv->rec == NULL) {
+            tt_log_error("--record: %s", err);
+            goto out;
+        }
+        tt_agg_set_recorder(agg, srv->rec);
+    }
+    srv->nworkers = cfg->workers > 0 ? (unsigned)cfg->workers : 1;
+    srv->workers = calloc(srv->nworkers, sizeof(*srv->workers));
+    if (srv->workers == NULL)
+        goto out;
+    for (i = 0; i < srv->nworkers; i++) {
+        if (worker_init(srv, &srv->workers[i], (int)i, agg) < 0)
+            goto out;
+        if (i == 0)
+            share_port(srv, &srv->workers[0]);
+    }
+    if (strcmp(cfg->admin, "off") != 0) {
+        srv->admin = tt_admin_start(srv->workers[0].base, cfg->admin, agg, err, sizeof(err));
+        if (srv->admin == NULL) {
+            tt_log_error("--admin: %s", err);
+            goto out;
+        }
+    }
+    sigs[0] = evsignal_new(srv->workers[0].base, SIGTERM, on_signal, srv);
+    sigs[1] = evsignal_new(srv->workers[0].base, SIGINT, on_signal, srv);
+    sigs[2] = evsignal_new(srv->workers[0].base, SIGHUP, on_signal, srv);
+    for (i = 0; i < 3; i++)
+        evsignal_add(sigs[i], NULL);
+
+    tt_log_info("tokentap %s listening on %s, upstream %s://%s%s, admin %s, %u worker%s",
+                TT_VERSION, srv->cfg.listen, srv->up.tls ? "https" : "http",
+                srv->up.authority, srv->up.base_path,
+                cfg->admin, srv->nworkers, srv->nworkers > 1 ? "s" : "");
+    for (started = 1; started < srv->nworkers; started++)
+        if (pthread_create(&srv->workers[started].thread, NULL, worker_main,
+                           &srv->workers[started]) != 0) {
+            tt_log_error("cannot start worker %u", started);
+            break;
+        }
+    event_base_dispatch(srv->workers[0].base);
+    /* worker 0 is done draining; wait for the others */
+    for (i = 1; i < started; i++) {
+        event_active(srv->workers[i].drain_ev, EV_READ, 0);
+        pthread_join(srv->workers[i].thread, NULL);
+    }
+    rc = 0;
+    tt_log_info("drained, exiting");
+out:
+    for (i = 0; i < 3; i++)
+        if (sigs[i])
+            event_free(sigs[i]);
+    if (srv->admin)
+        tt_admin_free(srv->admin);
+    if (srv->workers)
+        for (i = 0; i < srv->nworkers; i++)
+            worker_free(&srv->workers[i]);
+    free(srv->workers);
+    tt_recorder_close(srv->rec);
+    tt_agg_free(agg);
+    tt_tls_free(srv->tls);
+    pthread_rwlock_destroy(&srv->slo_lock);
+    free(srv);
+    the_server = NULL;
+    return rc;
+}

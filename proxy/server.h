@@ -1,0 +1,46 @@
+/*
+ * The process: workers (one event loop per thread, SO_REUSEPORT
+ * listeners), the record writer, SLOs, the admin listener, signals and
+ * draining.  Called by proxy/main.c.
+ */
+#ifndef TT_SERVER_H
+#define TT_SERVER_H
+
+#include <pthread.h>
+
+#include "metrics/slo.h"
+#include "proxy/config.h"
+#include "proxy/url.h"
+
+struct tt_worker;
+struct tt_recorder;
+struct tt_admin;
+struct tt_tls_ctx;
+
+struct tt_server {
+    struct tt_config    cfg;        /* owned copy */
+    int                 argc;       /* the command line, for SIGHUP */
+    char              **argv;       /* borrowed */
+    struct tt_url       up;
+    struct tt_worker   *workers;    /* owned, cfg.workers entries */
+    unsigned            nworkers;
+    struct tt_recorder *rec;        /* owned, may be NULL */
+    struct tt_admin    *admin;      /* owned, may be NULL */
+    struct tt_tls_ctx  *tls;        /* owned, may be NULL */
+
+    /* SLOs: replaced as a whole on SIGHUP, read under <slo_lock> */
+    pthread_rwlock_t    slo_lock;
+    struct tt_slo_set   slos;
+    int                 have_slo;
+};
+
+/* run the proxy until SIGTERM/SIGINT; returns the process exit status */
+int tt_server_run(const struct tt_config *cfg, int argc, char **argv);
+
+struct tt_agg;
+struct evbuffer;
+/* Prometheus text (json=0) or /stats JSON (json=1) of the shared
+ * aggregates, taken under the aggregation lock (admin listener) */
+int tt_server_metrics(struct tt_agg *a, struct evbuffer *out, int json);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * A worker: one thread, one event loop, its own listener (SO_REUSEPORT),
+ * its client connections and its upstream connection pool.  Shared,
+ * read-only after start: the configuration.  Shared, thread-safe: the
+ * record writer.  Owned by proxy/server.c; conn.c and upstream.c reach
+ * their worker through the pointer every connection keeps.
+ */
+#ifndef TT_WORKER_H
+#define TT_WORKER_H
+
+#include <stdint.h>
+#include <pthread.h>
+#include <openssl/ssl.h>
+
+#include "proxy/config.h"
+#include "proxy/url.h"
+
+struct event_base;
+struct evdns_base;
+struct evconnlistener;
+struct event;
+struct tt_conn;
+struct tt_upconn;
+struct tt_request;
+struct tt_server;
+
+struct tt_worker {
+    int                    id;
+    struct tt_server      *srv;        /* borrowed: the process */
+    const struct tt_config *cfg;       /* borrowed, read-only */
+    const struct tt_url   *up;         /* borrowed: the primary upstream */
+    struct event_base     *base;       /* owned */
+    struct evdns_base     *dns;        /* owned */
+    struct evconnlistener *listener;   /* owned */
+    pthread_t              thread;
+    struct tt_agg         *agg;        /* owned: this worker's aggregates */
+    SSL_CTX               *server_tls; /* borrowed: client-side TLS, or NULL */
+    SSL_CTX               *upstream_tls;/* borrowed: upstream TLS, or NULL */
+    unsigned               inflight;   /* requests in progress */
+
+    /* client connections, for draining; owned */
+    struct tt_conn        *conns;
+    unsigned               nconns;
+    /* idle pooled upstream connections; owned */
+    struct tt_upconn      *idle;
+    unsigned               nidle;
+
+    unsigned               draining:1;
+    struct event          *drain_ev;   /* asks the loop to drain (any thread) */
+    struct event          *grace_ev;   /* drain deadline */
+};
+
+/* a request started (its first byte arrived) */
+void tt_worker_request_start(struct tt_worker *w);
+/* a request finished: metrics, SLO, aggregates, record (proxy/server.c) */
+void tt_worker_request_done(struct tt_worker *w, struct tt_request *r);
+/* a connection was closed; exits the loop when draining and none is left */
+void tt_worker_conn_gone(struct tt_worker *w);
+
+#endif
