@@ -10,6 +10,15 @@
 #include <stdio.h>
 
 #define TT_PATH_MAX 1024
+#define TT_CONFIG_SLO_MODELS 16     /* [slo.MODEL] sections kept */
+
+struct tt_slo_set;
+
+/* one [slo.MODEL] section: requests naming <model> are judged by <goodput> */
+struct tt_config_model_slo {
+    char model[128];
+    char goodput[1024];
+};
 
 enum tt_log_level { TT_LOG_ERROR = 0, TT_LOG_WARN, TT_LOG_INFO, TT_LOG_DEBUG };
 
@@ -40,6 +49,8 @@ struct tt_config {
     unsigned record_queue;          /* records queued for the writer: 4096 */
     /* [slo] */
     char     goodput[1024];         /* AIPerf syntax, "" none */
+    unsigned n_model_slos;          /* [slo.MODEL] sections, file only */
+    struct tt_config_model_slo model_slos[TT_CONFIG_SLO_MODELS];
     /* [limits] */
     size_t   max_header_bytes;      /* 65536 */
     unsigned max_headers;           /* 100 */
@@ -62,6 +73,10 @@ void tt_config_defaults(struct tt_config *c);
 int tt_config_load(struct tt_config *c, const char *path, char *err,
                    size_t errlen);
 
+/* the same from an open stream; <name> is used in messages */
+int tt_config_load_stream(struct tt_config *c, FILE *f, const char *name,
+                          char *err, size_t errlen);
+
 /*
  * Parse command-line options (argv[0] and a leading subcommand excluded by
  * the caller).  A --config FILE is loaded first, flags override it.
@@ -74,6 +89,27 @@ int tt_config_args(struct tt_config *c, int argc, char **argv, char *err,
 /* cross-field checks (e.g. tls_cert without tls_key); 0 or -1 with <err> */
 int tt_config_check(const struct tt_config *c, char *err, size_t errlen);
 
+/* --help text, generated from the option table */
 void tt_config_usage(FILE *out);
+
+/*
+ * Print <c> in config-file format, every key with its effective value
+ * (check-config shows what it understood).  Returns 0, or -1 on a write
+ * error.
+ */
+int tt_config_dump(const struct tt_config *c, FILE *out);
+
+/*
+ * Print the commented reference config (conf/tokentap.conf is this output;
+ * tests/unit/test_config.c checks they agree).  Returns 0 or -1.
+ */
+int tt_config_reference(FILE *out);
+
+/*
+ * Build the SLO set of <c>: [slo] goodput as the default, one entry per
+ * [slo.MODEL].  Returns 0, or -1 with <err> set.
+ */
+int tt_config_slo_set(const struct tt_config *c, struct tt_slo_set *set,
+                      char *err, size_t errlen);
 
 #endif

@@ -1,0 +1,860 @@
+/*
+ * The aggregator (see metrics/agg.h): label sets of (upstream, api, model)
+ * with their counters and Prometheus histograms, the capped model label,
+ * the /stats windows, and the two expositions.  Called by the proxy on each
+ * finished request and by the admin listener on each scrape.
+ */
+#include "metrics/agg.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <event2/buffer.h>
+
+#include "metrics/clock.h"
+#include "metrics/hist.h"
+#include "metrics/record.h"
+
+#ifndef TT_VERSION
+#define TT_VERSION "0.0.0"
+#endif
+
+#define OTHER_MODEL   "__other__"
+#define UPSTREAM_LEN  64
+#define API_LEN       32
+#define MODEL_LEN     128
+
+/* window histograms: one per per-request metric, plus the chunk gaps */
+#define WH_ICL        TT_M__COUNT
+#define NWH           (TT_M__COUNT + 1)
+/* window counters: the outcomes first (same order as enum tt_outcome) */
+enum { WC_OK = TT_OUT_OK, WC_ERROR = TT_OUT_ERROR, WC_CANCELLED = TT_OUT_CANCELLED,
+       WC_GOOD, WC_JUDGED, WC__COUNT };
+
+enum { TOK_INPUT, TOK_OUTPUT, TOK_REASONING, TOK__COUNT };
+static const char *const tok_names[TOK__COUNT] = { "input", "output", "reasoning" };
+
+const char *const tt_agg_family_names[TT_FAM__COUNT] = {
+    [TT_FAM_TTFT]    = "tokentap_time_to_first_token_seconds",
+    [TT_FAM_TTFO]    = "tokentap_time_to_first_output_token_seconds",
+    [TT_FAM_ITL]     = "tokentap_inter_token_latency_seconds",
+    [TT_FAM_ICL]     = "tokentap_inter_chunk_latency_seconds",
+    [TT_FAM_LATENCY] = "tokentap_request_latency_seconds",
+    [TT_FAM_ISL]     = "tokentap_input_sequence_length_tokens",
+    [TT_FAM_OSL]     = "tokentap_output_sequence_length_tokens",
+};
+
+static const char *const family_help[TT_FAM__COUNT] = {
+    [TT_FAM_TTFT]    = "Time to the first token event, reasoning included (streaming, ok requests).",
+    [TT_FAM_TTFO]    = "Time to the first answer (non-reasoning) token event (streaming, ok requests).",
+    [TT_FAM_ITL]     = "(request latency - TTFT) / (output tokens - 1) per ok request.",
+    [TT_FAM_ICL]     = "Gaps between consecutive token events, one observation per gap.",
+    [TT_FAM_LATENCY] = "Request latency: last token event (streaming) or response complete.",
+    [TT_FAM_ISL]     = "Input (prompt) tokens per ok request, from usage.",
+    [TT_FAM_OSL]     = "Output tokens (answer + reasoning) per ok request.",
+};
+
+/* the per-request metric feeding each family (ICL is fed from the gaps) */
+static const int family_metric[TT_FAM__COUNT] = {
+    [TT_FAM_TTFT] = TT_M_TTFT, [TT_FAM_TTFO] = TT_M_TTFO,
+    [TT_FAM_ITL] = TT_M_ITL, [TT_FAM_ICL] = -1,
+    [TT_FAM_LATENCY] = TT_M_REQUEST_LATENCY, [TT_FAM_ISL] = TT_M_ISL,
+    [TT_FAM_OSL] = TT_M_OSL,
+};
+
+static const double latency_buckets[] = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+    25, 50, 100, 250, 600, 1200,
+};
+static const double gap_buckets[] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03,
+    0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5, 5, 10,
+};
+static const double token_buckets[] = {
+    1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
+    32768, 65536, 131072,
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+struct fam_hist {
+    uint64_t *b;                /* nb + 1 counts, the last one is +Inf */
+    double    sum;
+    uint64_t  count;
+};
+
+struct series {
+    struct series *next;        /* hash chain */
+    struct series *order;       /* creation order, for stable exposition */
+    uint32_t       hash;
+    char           upstream[UPSTREAM_LEN];
+    char           api[API_LEN];
+    char           model[MODEL_LEN];
+    char          *labels;      /* escaped: upstream="..",api="..",model=".." */
+    uint64_t       req[TT_OUT__COUNT];
+    uint64_t       good;
+    uint64_t       viol[TT_M__COUNT];
+    uint64_t       tokens[TOK__COUNT];
+    uint64_t       token_events;
+    uint64_t       parse_errors;
+    struct fam_hist h[TT_FAM__COUNT];
+};
+
+struct tt_agg {
+    pthread_mutex_t  mu;
+    unsigned         model_cap;
+    double           bounds[TT_FAM__COUNT][TT_AGG_MAX_BUCKETS];
+    unsigned         nb[TT_FAM__COUNT];
+    char             version[64];
+
+    struct series  **tab;       /* hash table of chains, tab_cap a power of 2 */
+    unsigned         tab_cap, nseries;
+    struct series   *first, **last;
+
+    char           (*models)[MODEL_LEN];   /* model_cap names, first come */
+    unsigned         nmodels;
+    int             *mslot;     /* open addressing: index into models, -1 */
+    unsigned         mslot_cap;
+
+    struct tt_wstats w;
+    int              slo_seen;
+    _Atomic int64_t  inflight;
+    struct tt_recorder *rec;
+};
+
+/* ---- labels ------------------------------------------------------------ */
+
+static uint32_t fnv(uint32_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return (h ^ 0xff) * 16777619u;      /* separator */
+}
+
+static void copy_trunc(char *dst, size_t cap, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/*
+ * Escape a label value for the text format: backslash, double quote and
+ * newline; invalid UTF-8 bytes become U+FFFD (the format is UTF-8).  With
+ * <out> NULL only the length is computed.
+ */
+static size_t escape_label(char *out, const char *in)
+{
+    const unsigned char *s = (const unsigned char *)in;
+    size_t o = 0;
+#define EMIT(str, n) do { if (out) memcpy(out + o, (str), (n)); o += (n); } while (0)
+    while (*s) {
+        unsigned char c = *s;
+        if (c == '\\') {
+            EMIT("\\\\", 2);
+            s++;
+        } else if (c == '"') {
+            EMIT("\\\"", 2);
+            s++;
+        } else if (c == '\n') {
+            EMIT("\\n", 2);
+            s++;
+        } else if (c < 0x80) {
+            EMIT((const char *)s, 1);
+            s++;
+        } else {
+            size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                       : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+            size_t i;
+            uint32_t cp = len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
+            for (i = 1; i < len && (s[i] & 0xc0) == 0x80; i++)
+                cp = (cp << 6) | (s[i] & 0x3fu);
+            if (len == 0 || i < len
+                || (len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
+                || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) {
+                EMIT("\xef\xbf\xbd", 3);
+                s++;
+            } else {
+                EMIT((const char *)s, len);
+                s += len;
+            }
+        }
+    }
+#undef EMIT
+    return o;
+}
+
+static char *make_labels(const char *upstream, const char *api, const char *model)
+{
+    size_t n = escape_label(NULL, upstream) + escape_label(NULL, api)
+             + escape_label(NULL, model) + 32;
+    char *p = malloc(n), *o = p;
+    if (p == NULL)
+        return NULL;
+    memcpy(o, "upstream=\"", 10);
+    o += 10;
+    o += escape_label(o, upstream);
+    memcpy(o, "\",api=\"", 7);
+    o += 7;
+    o += escape_label(o, api);
+    memcpy(o, "\",model=\"", 9);
+    o += 9;
+    o += escape_label(o, model);
+    *o++ = '"';
+    *o = '\0';
+    return p;
+}
+
+/* the label value for <model>: itself while under the cap, else __other__ */
+static const char *model_label(struct tt_agg *a, const char *model)
+{
+    uint32_t h = fnv(2166136261u, model);
+    unsigned mask = a->mslot_cap - 1, i = h & mask;
+
+    while (a->mslot[i] >= 0) {
+        if (strcmp(a->models[a->mslot[i]], model) == 0)
+            return a->models[a->mslot[i]];
+        i = (i + 1) & mask;
+    }
+    if (a->nmodels >= a->model_cap)
+        return OTHER_MODEL;
+    copy_trunc(a->models[a->nmodels], MODEL_LEN, model);
+    a->mslot[i] = (int)a->nmodels;
+    return a->models[a->nmodels++];
+}
+
+static size_t series_size(const struct tt_agg *a)
+{
+    size_t n = sizeof(struct series);
+    for (int f = 0; f < TT_FAM__COUNT; f++)
+        n += (a->nb[f] + 1) * sizeof(uint64_t);
+    return n;
+}
+
+static int tab_grow(struct tt_agg *a)
+{
+    unsigned cap = a->tab_cap ? a->tab_cap * 2 : 64;
+    struct series **t = calloc(cap, sizeof(*t));
+    if (t == NULL)
+        return -1;
+    for (struct series *s = a->first; s != NULL; s = s->order) {
+        unsigned i = s->hash & (cap - 1);
+        s->next = t[i];
+        t[i] = s;
+    }
+    free(a->tab);
+    a->tab = t;
+    a->tab_cap = cap;
+    return 0;
+}
+
+/* the series of (upstream, api, model-label), created on first use */
+static struct series *series_get(struct tt_agg *a, const char *upstream,
+                                 const char *api, const char *mlabel)
+{
+    char up[UPSTREAM_LEN];
+    copy_trunc(up, sizeof(up), upstream);
+    uint32_t h = fnv(fnv(fnv(2166136261u, up), api), mlabel);
+
+    for (struct series *s = a->tab[h & (a->tab_cap - 1)]; s; s = s->next)
+        if (s->hash == h && strcmp(s->model, mlabel) == 0
+            && strcmp(s->api, api) == 0 && strcmp(s->upstream, up) == 0)
+            return s;
+
+    if (a->nseries + 1 > a->tab_cap && tab_grow(a) < 0)
+        return NULL;
+    struct series *s = calloc(1, series_size(a));
+    if (s == NULL)
+        return NULL;
+    s->labels = make_labels(up, api, mlabel);
+    if (s->labels == NULL) {
+        free(s);
+        return NULL;
+    }
+    s->hash = h;
+    copy_trunc(s->upstream, sizeof(s->upstream), up);
+    copy_trunc(s->api, sizeof(s->api), api);
+    copy_trunc(s->model, sizeof(s->model), mlabel);
+    uint64_t *b = (uint64_t *)(s + 1);
+    for (int f = 0; f < TT_FAM__COUNT; f++) {
+        s->h[f].b = b;
+        b += a->nb[f] + 1;
+    }
+    unsigned i = h & (a->tab_cap - 1);
+    s->next = a->tab[i];
+    a->tab[i] = s;
+    *a->last = s;
+    a->last = &s->order;
+    a->nseries++;
+    return s;
+}
+
+/* ---- life ---------------------------------------------------------------- */
+
+struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts)
+{
+    struct tt_agg *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return NULL;
+    a->model_cap = opts && opts->model_cap ? opts->model_cap : 32;
+    copy_trunc(a->version, sizeof(a->version),
+               opts && opts->version ? opts->version : TT_VERSION);
+
+    for (int f = 0; f < TT_FAM__COUNT; f++) {
+        const double *src;
+        unsigned n;
+        if (opts && opts->buckets[f]) {
+            src = opts->buckets[f];
+            n = opts->nbuckets[f];
+        } else if (f == TT_FAM_ITL || f == TT_FAM_ICL) {
+            src = gap_buckets;
+            n = N(gap_buckets);
+        } else if (f == TT_FAM_ISL || f == TT_FAM_OSL) {
+            src = token_buckets;
+            n = N(token_buckets);
+        } else {
+            src = latency_buckets;
+            n = N(latency_buckets);
+        }
+        if (n == 0 || n > TT_AGG_MAX_BUCKETS)
+            goto fail;
+        for (unsigned i = 0; i < n; i++) {
+            if (!isfinite(src[i]) || (i > 0 && src[i] <= src[i - 1]))
+                goto fail;
+            a->bounds[f][i] = src[i];
+        }
+        a->nb[f] = n;
+    }
+
+    a->mslot_cap = 16;
+    while (a->mslot_cap < a->model_cap * 2)
+        a->mslot_cap *= 2;
+    a->models = calloc(a->model_cap, sizeof(*a->models));
+    a->mslot = malloc(a->mslot_cap * sizeof(*a->mslot));
+    if (a->models == NULL || a->mslot == NULL)
+        goto fail;
+    for (unsigned i = 0; i < a->mslot_cap; i++)
+        a->mslot[i] = -1;
+    a->last = &a->first;
+    if (tab_grow(a) < 0)
+        goto fail;
+    if (tt_wstats_init(&a->w, NWH, WC__COUNT, tt_now_mono()) < 0)
+        goto fail;
+    pthread_mutex_init(&a->mu, NULL);
+    return a;
+
+fail:
+    free(a->models);
+    free(a->mslot);
+    free(a->tab);
+    free(a);
+    return NULL;
+}
+
+void tt_agg_free(struct tt_agg *a)
+{
+    if (a == NULL)
+        return;
+    struct series *s = a->first;
+    while (s != NULL) {
+        struct series *n = s->order;
+        free(s->labels);
+        free(s);
+        s = n;
+    }
+    tt_wstats_free(&a->w);
+    free(a->tab);
+    free(a->models);
+    free(a->mslot);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+}
+
+void tt_agg_set_recorder(struct tt_agg *a, struct tt_recorder *rec)
+{
+    a->rec = rec;
+}
+
+void tt_agg_inflight(struct tt_agg *a, int delta)
+{
+    atomic_fetch_add(&a->inflight, delta);
+}
+
+/* ---- observe ------------------------------------------------------------- */
+
+/* window histogram units: us for ms metrics, milli-units for rates */
+static double window_scale(int metric)
+{
+    const char *u = tt_metric_unit[metric];
+    if (strcmp(u, "tokens") == 0)
+        return 1.0;
+    return 1000.0;
+}
+
+static uint64_t to_window(int metric, double v)
+{
+    v *= window_scale(metric);
+    return v > 0 ? (uint64_t)llround(v) : 0;
+}
+
+static void fam_observe(const struct tt_agg *a, struct series *s, int f, double v)
+{
+    const double *b = a->bounds[f];
+    unsigned lo = 0, hi = a->nb[f];   /* first bound >= v, or nb (+Inf) */
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (v <= b[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    s->h[f].b[lo]++;
+    s->h[f].sum += v;
+    s->h[f].count++;
+}
+
+int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
+                      const struct tt_metric_values *m,
+                      const struct tt_slo_result *slo, uint64_t now_ns)
+{
+    enum tt_outcome oc = tt_request_outcome(r);
+    int good = slo != NULL && slo->good && oc == TT_OUT_OK;
+    uint32_t ngaps = tt_icl_count(r);
+    struct tt_wcursor c;
+
+    pthread_mutex_lock(&a->mu);
+
+    tt_wstats_at(&a->w, now_ns, &c);
+    tt_wcursor_count(&a->w, &c, (unsigned)oc, 1);
+    if (slo != NULL) {
+        a->slo_seen = 1;
+        tt_wcursor_count(&a->w, &c, WC_JUDGED, 1);
+        if (good)
+            tt_wcursor_count(&a->w, &c, WC_GOOD, 1);
+    }
+    if (oc == TT_OUT_OK) {
+        for (int i = 0; i < TT_M__COUNT; i++)
+            if (m->present & (1u << i))
+                tt_wcursor_record(&a->w, &c, (unsigned)i, to_window(i, m->v[i]));
+        for (uint32_t i = 0; i < ngaps; i++)
+            tt_wcursor_record(&a->w, &c, WH_ICL, (tt_icl_ns(r, i) + 500) / 1000);
+    }
+
+    const char *model = r->model[0] ? r->model : r->s.model;
+    struct series *s = series_get(a, r->upstream_name ? r->upstream_name : "",
+                                  tt_request_api_label(r->api),
+                                  model_label(a, model));
+    if (s == NULL) {
+        pthread_mutex_unlock(&a->mu);
+        return -1;
+    }
+    s->req[oc]++;
+    if (good)
+        s->good++;
+    if (slo != NULL)
+        for (int i = 0; i < TT_M__COUNT; i++)
+            if (slo->violated & (1u << i))
+                s->viol[i]++;
+    if (m->present & (1u << TT_M_ISL))
+        s->tokens[TOK_INPUT] += (uint64_t)m->v[TT_M_ISL];
+    if (m->present & (1u << TT_M_OUTPUT_TOKENS))
+        s->tokens[TOK_OUTPUT] += (uint64_t)m->v[TT_M_OUTPUT_TOKENS];
+    if (m->present & (1u << TT_M_REASONING_TOKENS))
+        s->tokens[TOK_REASONING] += (uint64_t)m->v[TT_M_REASONING_TOKENS];
+    s->token_events += r->s.token_events;
+    s->parse_errors += r->s.parse_errors;
+
+    if (oc == TT_OUT_OK) {
+        for (int f = 0; f < TT_FAM__COUNT; f++) {
+            int id = family_metric[f];
+            if (id < 0 || !(m->present & (1u << id)))
+                continue;
+            double v = m->v[id];
+            if (strcmp(tt_metric_unit[id], "ms") == 0)
+                v /= 1000.0;
+            fam_observe(a, s, f, v);
+        }
+        for (uint32_t i = 0; i < ngaps; i++)
+            fam_observe(a, s, TT_FAM_ICL, (double)tt_icl_ns(r, i) / 1e9);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return 0;
+}
+
+int tt_agg_observe(struct tt_agg *a, const struct tt_request *r,
+                   const struct tt_metric_values *m,
+                   const struct tt_slo_result *slo)
+{
+    return tt_agg_observe_at(a, r, m, slo, tt_now_mono());
+}
+
+/* ---- merge --------------------------------------------------------------- */
+
+int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
+{
+    int rc = 0;
+
+    if (dst == src)
+        return -1;
+    for (int f = 0; f < TT_FAM__COUNT; f++)
+        if (dst->nb[f] != src->nb[f]
+            || memcmp(dst->bounds[f], src->bounds[f], dst->nb[f] * sizeof(double)))
+            return -1;
+
+    pthread_mutex_lock(&src->mu);
+    pthread_mutex_lock(&dst->mu);
+    if (tt_wstats_merge(&dst->w, &src->w) < 0)
+        rc = -1;
+    dst->slo_seen |= src->slo_seen;
+    atomic_fetch_add(&dst->inflight, atomic_load(&src->inflight));
+    if (dst->rec == NULL)
+        dst->rec = src->rec;
+
+    for (struct series *s = src->first; s != NULL; s = s->order) {
+        /* a model beyond src's cap is already __other__; dst re-applies its own */
+        const char *ml = strcmp(s->model, OTHER_MODEL) == 0 ? OTHER_MODEL
+                                                           : model_label(dst, s->model);
+        struct series *d = series_get(dst, s->upstream, s->api, ml);
+        if (d == NULL) {
+            rc = -1;
+            break;
+        }
+        for (int i = 0; i < TT_OUT__COUNT; i++)
+            d->req[i] += s->req[i];
+        d->good += s->good;
+        for (int i = 0; i < TT_M__COUNT; i++)
+            d->viol[i] += s->viol[i];
+        for (int i = 0; i < TOK__COUNT; i++)
+            d->tokens[i] += s->tokens[i];
+        d->token_events += s->token_events;
+        d->parse_errors += s->parse_errors;
+        for (int f = 0; f < TT_FAM__COUNT; f++) {
+            for (unsigned i = 0; i <= dst->nb[f]; i++)
+                d->h[f].b[i] += s->h[f].b[i];
+            d->h[f].sum += s->h[f].sum;
+            d->h[f].count += s->h[f].count;
+        }
+    }
+    pthread_mutex_unlock(&dst->mu);
+    pthread_mutex_unlock(&src->mu);
+    return rc;
+}
+
+/* a fresh aggregator with <a>'s options, holding the sum of <aggs> */
+static struct tt_agg *merged(struct tt_agg *const *aggs, unsigned n)
+{
+    struct tt_agg_opts o = { 0 };
+    o.model_cap = aggs[0]->model_cap;
+    o.version = aggs[0]->version;
+    for (int f = 0; f < TT_FAM__COUNT; f++) {
+        o.buckets[f] = aggs[0]->bounds[f];
+        o.nbuckets[f] = aggs[0]->nb[f];
+    }
+    struct tt_agg *sum = tt_agg_new(&o);
+    if (sum == NULL)
+        return NULL;
+    sum->w.start_ns = UINT64_MAX;
+    for (unsigned i = 0; i < n; i++) {
+        if (tt_agg_merge(sum, aggs[i]) < 0) {
+            tt_agg_free(sum);
+            return NULL;
+        }
+    }
+    return sum;
+}
+
+/* ---- Prometheus ---------------------------------------------------------- */
+
+static void fmt_double(char *buf, size_t len, double v)
+{
+    if (isinf(v))
+        snprintf(buf, len, v > 0 ? "+Inf" : "-Inf");
+    else if (isnan(v))
+        snprintf(buf, len, "NaN");
+    else {
+        /* the shortest of 15..17 digits that reads back as the same double */
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(buf, len, "%.*g", prec, v);
+            if (strtod(buf, NULL) == v)
+                break;
+        }
+    }
+}
+
+static void fmt_bound(char *buf, size_t len, double v)
+{
+    snprintf(buf, len, "%.15g", v);
+}
+
+static void family_head(struct evbuffer *out, const char *name,
+                        const char *type, const char *help)
+{
+    evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+                        type);
+}
+
+static int expose(struct tt_agg *a, struct evbuffer *out)
+{
+    char num[64];
+
+    for (int f = 0; f < TT_FAM__COUNT; f++) {
+        const char *name = tt_agg_family_names[f];
+        family_head(out, name, "histogram", family_help[f]);
+        for (struct series *s = a->first; s != NULL; s = s->order) {
+            const struct fam_hist *h = &s->h[f];
+            uint64_t cum = 0;
+            for (unsigned i = 0; i < a->nb[f]; i++) {
+                cum += h->b[i];
+                fmt_bound(num, sizeof(num), a->bounds[f][i]);
+                evbuffer_add_printf(out, "%s_bucket{%s,le=\"%s\"} %llu\n", name,
+                                    s->labels, num, (unsigned long long)cum);
+            }
+            cum += h->b[a->nb[f]];
+            evbuffer_add_printf(out, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name,
+                                s->labels, (unsigned long long)cum);
+            fmt_double(num, sizeof(num), h->sum);
+            evbuffer_add_printf(out, "%s_sum{%s} %s\n", name, s->labels, num);
+            evbuffer_add_printf(out, "%s_count{%s} %llu\n", name, s->labels,
+                                (unsigned long long)h->count);
+        }
+    }
+
+    family_head(out, "tokentap_requests_total", "counter",
+                "Finished requests by outcome (cancelled: the client went away).");
+    for (struct series *s = a->first; s != NULL; s = s->order)
+        for (int i = 0; i < TT_OUT__COUNT; i++)
+            evbuffer_add_printf(out, "tokentap_requests_total{%s,outcome=\"%s\"} %llu\n",
+                                s->labels, tt_outcome_names[i],
+                                (unsigned long long)s->req[i]);
+
+    family_head(out, "tokentap_good_requests_total", "counter",
+                "Requests that were not errors and met every SLO.");
+    if (a->slo_seen)
+        for (struct series *s = a->first; s != NULL; s = s->order)
+            evbuffer_add_printf(out, "tokentap_good_requests_total{%s} %llu\n",
+                                s->labels, (unsigned long long)s->good);
+
+    family_head(out, "tokentap_slo_violations_total", "counter",
+                "SLO constraints missed, by metric.");
+    for (struct series *s = a->first; s != NULL; s = s->order)
+        for (int i = 0; i < TT_M__COUNT; i++)
+            if (s->viol[i])
+                evbuffer_add_printf(out, "tokentap_slo_violations_total{%s,metric=\"%s\"} %llu\n",
+                                    s->labels, tt_metric_tag[i],
+                                    (unsigned long long)s->viol[i]);
+
+    family_head(out, "tokentap_tokens_total", "counter",
+                "Tokens by type: input (prompt), output (answer), reasoning.");
+    for (struct series *s = a->first; s != NULL; s = s->order)
+        for (int i = 0; i < TOK__COUNT; i++)
+            evbuffer_add_printf(out, "tokentap_tokens_total{%s,type=\"%s\"} %llu\n",
+                                s->labels, tok_names[i],
+                                (unsigned long long)s->tokens[i]);
+
+    family_head(out, "tokentap_token_events_total", "counter",
+                "Stream events carrying answer, reasoning or tool-call text.");
+    for (struct series *s = a->first; s != NULL; s = s->order)
+        evbuffer_add_printf(out, "tokentap_token_events_total{%s} %llu\n",
+                            s->labels, (unsigned long long)s->token_events);
+
+    family_head(out, "tokentap_stream_parse_errors_total", "counter",
+                "Malformed stream events (forwarded unchanged).");
+    for (struct series *s = a->first; s != NULL; s = s->order)
+        evbuffer_add_printf(out, "tokentap_stream_parse_errors_total{%s} %llu\n",
+                            s->labels, (unsigned long long)s->parse_errors);
+
+    family_head(out, "tokentap_records_dropped_total", "counter",
+                "Records that could not be queued or written.");
+    evbuffer_add_printf(out, "tokentap_records_dropped_total %llu\n",
+                        (unsigned long long)tt_recorder_dropped(a->rec));
+
+    family_head(out, "tokentap_inflight_requests", "gauge",
+                "Requests in flight.");
+    evbuffer_add_printf(out, "tokentap_inflight_requests %lld\n",
+                        (long long)atomic_load(&a->inflight));
+
+    family_head(out, "tokentap_slo_attainment_ratio", "gauge",
+                "Good requests / judged requests over the window (convenience; "
+                "use the counters for aggregation).");
+    if (a->slo_seen) {
+        uint64_t now = tt_now_mono();
+        for (int win = TT_WIN_1M; win <= TT_WIN_1H; win++) {
+            uint64_t cnt[WC__COUNT] = { 0 };
+            tt_wstats_query(&a->w, now, (enum tt_window)win, NULL, cnt);
+            if (cnt[WC_JUDGED] == 0)
+                continue;
+            fmt_double(num, sizeof(num),
+                       (double)cnt[WC_GOOD] / (double)cnt[WC_JUDGED]);
+            evbuffer_add_printf(out, "tokentap_slo_attainment_ratio{window=\"%s\"} %s\n",
+                                tt_window_names[win], num);
+        }
+    }
+
+    family_head(out, "tokentap_build_info", "gauge", "Build information.");
+    char ver[200];
+    ver[escape_label(ver, a->version)] = '\0';
+    evbuffer_add_printf(out, "tokentap_build_info{version=\"%s\"} 1\n", ver);
+    return 0;
+}
+
+int tt_agg_prometheus_many(struct tt_agg *const *aggs, unsigned n,
+                           struct evbuffer *out)
+{
+    if (n == 0)
+        return -1;
+    if (n == 1) {
+        pthread_mutex_lock(&aggs[0]->mu);
+        int rc = expose(aggs[0], out);
+        pthread_mutex_unlock(&aggs[0]->mu);
+        return rc;
+    }
+    struct tt_agg *sum = merged(aggs, n);
+    if (sum == NULL)
+        return -1;
+    int rc = expose(sum, out);
+    tt_agg_free(sum);
+    return rc;
+}
+
+int tt_agg_prometheus(struct tt_agg *a, struct evbuffer *out)
+{
+    return tt_agg_prometheus_many(&a, 1, out);
+}
+
+/* ---- /stats -------------------------------------------------------------- */
+
+static cJSON *num_or_null(double v, int ok)
+{
+    return ok && isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+static void add_metric_stats(cJSON *obj, const char *tag, const char *unit,
+                             const struct tt_hist *h, double scale)
+{
+    cJSON *m = cJSON_AddObjectToObject(obj, tag);
+    if (m == NULL)
+        return;
+    cJSON_AddStringToObject(m, "unit", unit);
+    cJSON_AddNumberToObject(m, "count", (double)h->count);
+    if (h->count == 0)
+        return;
+    cJSON_AddNumberToObject(m, "avg", tt_hist_avg(h) / scale);
+    cJSON_AddNumberToObject(m, "min", (double)h->min / scale);
+    cJSON_AddNumberToObject(m, "max", (double)h->max / scale);
+    static const double ps[] = { 50, 90, 95, 99 };
+    static const char *const pn[] = { "p50", "p90", "p95", "p99" };
+    for (int i = 0; i < 4; i++)
+        cJSON_AddNumberToObject(m, pn[i], (double)tt_hist_percentile(h, ps[i]) / scale);
+}
+
+int tt_agg_stats_json_at(struct tt_agg *const *aggs, unsigned n,
+                         struct evbuffer *out, uint64_t now_ns)
+{
+    struct tt_hist *hs = malloc(NWH * sizeof(*hs));
+    cJSON *root = cJSON_CreateObject();
+    int rc = -1;
+
+    if (n == 0 || hs == NULL || root == NULL)
+        goto done;
+
+    int slo_seen = 0;
+    int64_t inflight = 0;
+    uint64_t start = UINT64_MAX, dropped = 0;
+    struct tt_recorder *rec = NULL;
+    for (unsigned k = 0; k < n; k++) {
+        slo_seen |= aggs[k]->slo_seen;
+        inflight += atomic_load(&aggs[k]->inflight);
+        if (aggs[k]->w.start_ns < start)
+            start = aggs[k]->w.start_ns;
+        if (rec == NULL)
+            rec = aggs[k]->rec;
+    }
+    dropped = tt_recorder_dropped(rec);
+
+    cJSON_AddStringToObject(root, "schema", "tokentap.stats/1");
+    cJSON_AddNumberToObject(root, "uptime_s",
+                            now_ns > start ? (double)(now_ns - start) / 1e9 : 0.0);
+    cJSON_AddNumberToObject(root, "inflight", (double)inflight);
+    cJSON_AddNumberToObject(root, "records_dropped", (double)dropped);
+    cJSON_AddBoolToObject(root, "slo_configured", slo_seen);
+    cJSON *wins = cJSON_AddObjectToObject(root, "windows");
+    if (wins == NULL)
+        goto done;
+
+    for (int win = 0; win < TT_WIN__COUNT; win++) {
+        uint64_t cnt[WC__COUNT] = { 0 };
+        double dur = 0;
+        for (unsigned i = 0; i < NWH; i++)
+            tt_hist_init(&hs[i]);
+        for (unsigned k = 0; k < n; k++) {
+            pthread_mutex_lock(&aggs[k]->mu);
+            double d = tt_wstats_query(&aggs[k]->w, now_ns, (enum tt_window)win,
+                                       hs, cnt);
+            pthread_mutex_unlock(&aggs[k]->mu);
+            if (d > dur)
+                dur = d;
+        }
+
+        cJSON *w = cJSON_AddObjectToObject(wins, tt_window_names[win]);
+        if (w == NULL)
+            goto done;
+        uint64_t total = cnt[WC_OK] + cnt[WC_ERROR] + cnt[WC_CANCELLED];
+        cJSON_AddNumberToObject(w, "duration_s", dur);
+        cJSON *rq = cJSON_AddObjectToObject(w, "requests");
+        if (rq != NULL) {
+            cJSON_AddNumberToObject(rq, "ok", (double)cnt[WC_OK]);
+            cJSON_AddNumberToObject(rq, "error", (double)cnt[WC_ERROR]);
+            cJSON_AddNumberToObject(rq, "cancelled", (double)cnt[WC_CANCELLED]);
+            cJSON_AddNumberToObject(rq, "total", (double)total);
+        }
+        cJSON_AddItemToObject(w, "good_requests",
+                              num_or_null((double)cnt[WC_GOOD], slo_seen));
+        cJSON_AddItemToObject(w, "request_throughput",
+                              num_or_null((double)cnt[WC_OK] / dur, dur > 0));
+        cJSON_AddItemToObject(w, "goodput",
+                              num_or_null((double)cnt[WC_GOOD] / dur,
+                                          slo_seen && dur > 0));
+        cJSON_AddItemToObject(w, "good_request_fraction",
+                              num_or_null((double)cnt[WC_GOOD] / (double)total,
+                                          slo_seen && total > 0));
+        cJSON_AddItemToObject(w, "slo_attainment",
+                              num_or_null((double)cnt[WC_GOOD] / (double)cnt[WC_JUDGED],
+                                          cnt[WC_JUDGED] > 0));
+        cJSON *ms = cJSON_AddObjectToObject(w, "metrics");
+        if (ms == NULL)
+            goto done;
+        for (int i = 0; i < TT_M__COUNT; i++)
+            add_metric_stats(ms, tt_metric_tag[i], tt_metric_unit[i], &hs[i],
+                             window_scale(i));
+        add_metric_stats(ms, "inter_chunk_latency", "ms", &hs[WH_ICL], 1000.0);
+    }
+
+    char *txt = cJSON_PrintUnformatted(root);
+    if (txt != NULL) {
+        rc = evbuffer_add(out, txt, strlen(txt)) == 0
+             && evbuffer_add(out, "\n", 1) == 0 ? 0 : -1;
+        cJSON_free(txt);
+    }
+done:
+    cJSON_Delete(root);
+    free(hs);
+    return rc;
+}
+
+int tt_agg_stats_json_many(struct tt_agg *const *aggs, unsigned n,
+                           struct evbuffer *out)
+{
+    return tt_agg_stats_json_at(aggs, n, out, tt_now_mono());
+}
+
+int tt_agg_stats_json(struct tt_agg *a, struct evbuffer *out)
+{
+    return tt_agg_stats_json_many(&a, 1, out);
+}

@@ -1,0 +1,119 @@
+/*
+ * The aggregator: every finished request folded into the Prometheus
+ * families of SPEC section 7 and into the time windows behind /stats.
+ * Owned by metrics/agg.c.  The proxy calls tt_agg_observe once per finished
+ * request and tt_agg_inflight(+1/-1) around each request; the admin
+ * listener (proxy/admin.c) calls tt_agg_prometheus / tt_agg_stats_json.
+ *
+ * Threads: each aggregator has its own mutex, so one per worker thread is
+ * the intended shape (uncontended lock on observe); the exposition functions
+ * take an array of aggregators and merge them at scrape time.  Counters and
+ * histograms add up; the model-label cap applies to the merged view too.
+ *
+ * Which requests feed what:
+ *  - tokentap_requests_total{outcome}: all (ok | error | cancelled).
+ *  - latency and length histograms, /stats percentiles: ok requests only
+ *    (AIPerf computes its statistics over valid requests; an error's partial
+ *    timeline is in its record).
+ *  - tokens_total, token_events_total, stream_parse_errors_total: all
+ *    requests (the tokens did cross the proxy).
+ *  - good_requests_total, slo_violations_total, slo_attainment_ratio: only
+ *    when an SLO result is passed; when no SLO is configured /stats shows
+ *    goodput and good_request_fraction as null.
+ *
+ * Hot path cost: after a label set's first request, tt_agg_observe does no
+ * allocation: a hash lookup of (upstream, api, model), counter increments,
+ * a bucket search per histogram and the window histograms.
+ *
+ * Memory: the windows are fixed per aggregator (21 slots x 12 histograms x
+ * 14,368 bytes = 3.6 MB, see metrics/hist.h); each label set costs about
+ * 1.5 KB with the default buckets; label sets are bounded by
+ * upstreams x apis x (model_cap + 1).
+ */
+#ifndef TT_AGG_H
+#define TT_AGG_H
+
+#include <stdint.h>
+
+#include "metrics/metric.h"
+#include "metrics/request.h"
+#include "metrics/slo.h"
+
+struct evbuffer;
+struct tt_recorder;
+
+/* the Prometheus histogram families */
+enum tt_agg_family {
+    TT_FAM_TTFT = 0,        /* tokentap_time_to_first_token_seconds */
+    TT_FAM_TTFO,            /* tokentap_time_to_first_output_token_seconds */
+    TT_FAM_ITL,             /* tokentap_inter_token_latency_seconds */
+    TT_FAM_ICL,             /* tokentap_inter_chunk_latency_seconds */
+    TT_FAM_LATENCY,         /* tokentap_request_latency_seconds */
+    TT_FAM_ISL,             /* tokentap_input_sequence_length_tokens */
+    TT_FAM_OSL,             /* tokentap_output_sequence_length_tokens */
+    TT_FAM__COUNT
+};
+
+extern const char *const tt_agg_family_names[TT_FAM__COUNT];
+
+#define TT_AGG_MAX_BUCKETS 64
+
+struct tt_agg_opts {
+    unsigned      model_cap;                    /* 0 = 32 */
+    /* upper bounds (seconds or tokens), strictly increasing; NULL = default */
+    const double *buckets[TT_FAM__COUNT];
+    unsigned      nbuckets[TT_FAM__COUNT];
+    const char   *version;                      /* NULL = TT_VERSION */
+};
+
+struct tt_agg;
+
+/* NULL <opts> = defaults; NULL on bad buckets or out of memory */
+struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts);
+void tt_agg_free(struct tt_agg *a);
+
+/* for tokentap_records_dropped_total; <rec> borrowed, may be NULL */
+void tt_agg_set_recorder(struct tt_agg *a, struct tt_recorder *rec);
+
+/*
+ * Fold one finished request in.  <m> from tt_metrics_compute; <slo> NULL
+ * when no SLO is configured.  Returns 0, or -1 when a new label set could
+ * not be allocated (the request still counts in the windows).
+ */
+int tt_agg_observe(struct tt_agg *a, const struct tt_request *r,
+                   const struct tt_metric_values *m,
+                   const struct tt_slo_result *slo);
+/* the same at monotonic time <now_ns> (tests, replay) */
+int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
+                      const struct tt_metric_values *m,
+                      const struct tt_slo_result *slo, uint64_t now_ns);
+
+/* requests in flight: +1 when one starts, -1 when it finishes (atomic) */
+void tt_agg_inflight(struct tt_agg *a, int delta);
+
+/* add everything of <src> into <dst> (same options); 0 or -1 */
+int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src);
+
+/* Prometheus text format 0.0.4 of one aggregator; 0 or -1 */
+int tt_agg_prometheus(struct tt_agg *a, struct evbuffer *out);
+/* ... of several (one per worker), merged */
+int tt_agg_prometheus_many(struct tt_agg *const *aggs, unsigned n,
+                           struct evbuffer *out);
+
+/*
+ * /stats JSON: {"schema":"tokentap.stats/1", "uptime_s", "inflight",
+ * "records_dropped", "slo_configured", "windows":{"1m"|"5m"|"1h"|"total":
+ * {"duration_s", "requests":{"ok","error","cancelled","total"},
+ * "good_requests", "request_throughput", "goodput", "good_request_fraction",
+ * "slo_attainment", "metrics":{tag:{"unit","count","avg","min","max",
+ * "p50","p90","p95","p99"}}}}}.  Throughput and goodput are per second of
+ * the window's covered duration; goodput/fraction/attainment are null
+ * without SLO results.  0 or -1.
+ */
+int tt_agg_stats_json(struct tt_agg *a, struct evbuffer *out);
+int tt_agg_stats_json_many(struct tt_agg *const *aggs, unsigned n,
+                           struct evbuffer *out);
+int tt_agg_stats_json_at(struct tt_agg *const *aggs, unsigned n,
+                         struct evbuffer *out, uint64_t now_ns);
+
+#endif

@@ -1,0 +1,206 @@
+/*
+ * Per-request metrics from the request clock (SPEC section 5); see
+ * metrics/clock.h for the decisions the spec leaves open.  Called once per
+ * finished request by the proxy; pure, no allocation.
+ */
+#include "metrics/clock.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *const tt_outcome_names[TT_OUT__COUNT] = {
+    "ok", "error", "cancelled",
+};
+
+static const char *const api_labels[TT_API__COUNT] = {
+    [TT_API_OTHER]              = "other",
+    [TT_API_OPENAI_CHAT]        = "openai.chat",
+    [TT_API_OPENAI_COMPLETIONS] = "openai.completions",
+    [TT_API_OPENAI_RESPONSES]   = "openai.responses",
+    [TT_API_ANTHROPIC]          = "anthropic.messages",
+    [TT_API_GEMINI]             = "gemini",
+    [TT_API_OLLAMA]             = "ollama",
+    [TT_API_TGI]                = "tgi",
+};
+
+const char *tt_request_api_label(enum tt_api api)
+{
+    if ((unsigned)api >= TT_API__COUNT || api_labels[api] == NULL)
+        return "other";
+    return api_labels[api];
+}
+
+static void put(struct tt_metric_values *m, enum tt_metric id, double v)
+{
+    m->v[id] = v;
+    m->present |= 1u << id;
+}
+
+/* ms from t0 to <ts>, or -1 when <ts> was not seen (or precedes t0) */
+static double since_t0(const struct tt_request *r, uint64_t ts)
+{
+    if (ts == 0 || ts < r->t0)
+        return -1.0;
+    return (double)(ts - r->t0) / 1e6;
+}
+
+/* the n-th (0-based) token event time, from the timeline or the list */
+static uint64_t token_time(const struct tt_request *r, unsigned n)
+{
+    static const enum tt_ts slot[2] = { TT_TS_FIRST_TOKEN, TT_TS_SECOND_TOKEN };
+
+    if (n < 2 && r->ts[slot[n]] != 0)
+        return r->ts[slot[n]];
+    if (n < r->n_token_ts)
+        return r->token_ts[n];
+    return 0;
+}
+
+static uint64_t last_token_time(const struct tt_request *r)
+{
+    if (r->ts[TT_TS_LAST_TOKEN] != 0)
+        return r->ts[TT_TS_LAST_TOKEN];
+    if (r->n_token_ts > 0)
+        return r->token_ts[r->n_token_ts - 1];
+    return 0;
+}
+
+void tt_metrics_compute(const struct tt_request *r, struct tt_metric_values *m,
+                        const char **token_count_source)
+{
+    const struct tt_stream_stats *s = &r->s;
+    const char *source = NULL;
+    int streaming = s->streaming != 0;
+    double ttft = -1, ttfo = -1, lat = -1;
+
+    memset(m, 0, sizeof(*m));
+
+    if (streaming) {
+        uint64_t first = token_time(r, 0), second = token_time(r, 1);
+
+        ttft = since_t0(r, first);
+        if (ttft >= 0)
+            put(m, TT_M_TTFT, ttft);
+        if (first != 0 && second >= first)
+            put(m, TT_M_TTST, (double)(second - first) / 1e6);
+        ttfo = since_t0(r, r->ts[TT_TS_FIRST_OUTPUT_TOKEN]);
+        if (ttfo >= 0)
+            put(m, TT_M_TTFO, ttfo);
+        if (ttft >= 0 && ttfo >= 0)
+            put(m, TT_M_REASONING_LATENCY, ttfo - ttft);
+        lat = since_t0(r, last_token_time(r));
+    }
+    if (lat < 0)
+        lat = since_t0(r, r->ts[TT_TS_RESPONSE_COMPLETE]);
+    if (lat >= 0)
+        put(m, TT_M_REQUEST_LATENCY, lat);
+
+    if (s->usage_input >= 0)
+        put(m, TT_M_ISL, (double)s->usage_input);
+
+    /* output and reasoning token counts, and where they came from */
+    double osl = -1, reasoning = -1;
+    if (s->usage_output >= 0) {
+        osl = (double)s->usage_output;
+        source = "usage";
+        if (s->usage_reasoning >= 0) {
+            reasoning = (double)s->usage_reasoning;
+        } else if (s->reasoning_events > 0) {
+            /* split the usage total by the share of reasoning text */
+            double rb = (double)s->reasoning_bytes, ab = (double)s->answer_bytes;
+            double share;
+            if (rb + ab > 0)
+                share = rb / (rb + ab);
+            else if (s->token_events > 0)
+                share = (double)s->reasoning_events / (double)s->token_events;
+            else
+                share = 1.0;
+            if (share > 1.0)
+                share = 1.0;
+            reasoning = floor(osl * share + 0.5);
+            source = "usage+estimate";
+        }
+    } else if (streaming) {
+        osl = (double)s->token_events;
+        source = "events";
+        if (s->reasoning_events > 0)
+            reasoning = (double)s->reasoning_events;
+    }
+    if (osl >= 0) {
+        if (reasoning > osl)
+            reasoning = osl;
+        put(m, TT_M_OSL, osl);
+        put(m, TT_M_OUTPUT_TOKENS, osl - (reasoning > 0 ? reasoning : 0));
+        if (reasoning >= 0)
+            put(m, TT_M_REASONING_TOKENS, reasoning);
+    }
+
+    /* inter-token latency needs a stream, a first token and two tokens */
+    if (ttft >= 0 && osl >= 2 && lat >= ttft) {
+        double itl = (lat - ttft) / (osl - 1);
+        put(m, TT_M_ITL, itl);
+        if (itl > 0)
+            put(m, TT_M_OTPS_USER, 1000.0 / itl);
+    }
+
+    if (token_count_source != NULL)
+        *token_count_source = source;
+}
+
+uint32_t tt_icl_count(const struct tt_request *r)
+{
+    if (!r->s.streaming || r->n_token_ts < 2)
+        return 0;
+    return r->n_token_ts - 1;
+}
+
+uint64_t tt_icl_ns(const struct tt_request *r, uint32_t i)
+{
+    uint64_t a = r->token_ts[i], b = r->token_ts[i + 1];
+    return b >= a ? b - a : 0;
+}
+
+enum tt_outcome tt_request_outcome(const struct tt_request *r)
+{
+    if (r->cancelled)
+        return TT_OUT_CANCELLED;
+    if (r->err_type != NULL || r->s.error || r->status >= 400 || r->status == 0)
+        return TT_OUT_ERROR;
+    return TT_OUT_OK;
+}
+
+int tt_request_error(const struct tt_request *r, int *code, const char **type,
+                     const char **msg)
+{
+    if (r->err_type != NULL) {
+        *code = r->err_code;
+        *type = r->err_type;
+        *msg = r->err_msg;
+        return 1;
+    }
+    if (r->cancelled) {
+        *code = 499;
+        *type = "cancelled";
+        *msg = "client closed the connection before the response ended";
+        return 1;
+    }
+    if (r->s.error) {
+        *code = r->status >= 400 ? r->status : 500;
+        *type = r->s.error_type[0] ? r->s.error_type : "stream_error";
+        *msg = r->s.error_message;
+        return 1;
+    }
+    if (r->status >= 400) {
+        *code = r->status;
+        *type = "http_status";
+        *msg = "upstream answered with an error status";
+        return 1;
+    }
+    if (r->status == 0) {
+        *code = 502;
+        *type = "no_response";
+        *msg = "no response was received";
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,693 @@
+/*
+ * Records: the "tokentap.record/1" line of a finished request (a small JSON
+ * writer straight into one growing buffer, one malloc per record in the
+ * common case) and the writer thread that appends lines to the record file
+ * without ever blocking the event loop.  See metrics/record.h.
+ *
+ *   event loop(s)                       writer thread
+ *   tt_record_format -> line
+ *   tt_recorder_submit --[bounded queue, mutex+cond]--> writev(O_APPEND)
+ *        full? free + dropped++                         reopen on request
+ */
+#include "metrics/record.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "metrics/clock.h"
+
+/* ---- a tiny JSON writer ------------------------------------------------ */
+
+struct jw {
+    char  *p;
+    size_t len, cap;
+    int    oom;
+};
+
+static int jw_grow(struct jw *w, size_t need)
+{
+    if (w->oom)
+        return -1;
+    if (w->len + need <= w->cap)
+        return 0;
+    size_t cap = w->cap ? w->cap : 1024;
+    while (cap < w->len + need)
+        cap *= 2;
+    char *p = realloc(w->p, cap);
+    if (p == NULL) {
+        w->oom = 1;
+        return -1;
+    }
+    w->p = p;
+    w->cap = cap;
+    return 0;
+}
+
+static void jw_raw(struct jw *w, const char *s, size_t n)
+{
+    if (jw_grow(w, n) < 0)
+        return;
+    memcpy(w->p + w->len, s, n);
+    w->len += n;
+}
+
+static void jw_lit(struct jw *w, const char *s)
+{
+    jw_raw(w, s, strlen(s));
+}
+
+static void jw_u64(struct jw *w, uint64_t v)
+{
+    char tmp[24];
+    int i = sizeof(tmp);
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    jw_raw(w, tmp + i, sizeof(tmp) - (size_t)i);
+}
+
+static void jw_i64(struct jw *w, int64_t v)
+{
+    if (v < 0) {
+        jw_raw(w, "-", 1);
+        jw_u64(w, (uint64_t)0 - (uint64_t)v);
+    } else {
+        jw_u64(w, (uint64_t)v);
+    }
+}
+
+static void jw_double(struct jw *w, double v)
+{
+    char tmp[40];
+    if (!isfinite(v)) {
+        jw_lit(w, "null");
+        return;
+    }
+    if (v == floor(v) && fabs(v) < 9e15) {
+        jw_i64(w, (int64_t)v);
+        return;
+    }
+    int n = snprintf(tmp, sizeof(tmp), "%.15g", v);
+    jw_raw(w, tmp, (size_t)n);
+}
+
+/* <ns> as milliseconds, exact: integer part, up to six decimals */
+static void jw_ms(struct jw *w, uint64_t ns)
+{
+    uint64_t frac = ns % 1000000;
+    jw_u64(w, ns / 1000000);
+    if (frac != 0) {
+        char tmp[8];
+        int n = 6;
+        tmp[0] = '.';
+        for (int i = 6; i >= 1; i--) {
+            tmp[i] = (char)('0' + frac % 10);
+            frac /= 10;
+        }
+        while (tmp[n] == '0')
+            n--;
+        jw_raw(w, tmp, (size_t)n + 1);
+    }
+}
+
+/* length of the valid UTF-8 sequence at <s> (n bytes left), 0 if invalid */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t cp;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
+        || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return len;
+}
+
+static void jw_strn(struct jw *w, const char *str, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+
+    jw_raw(w, "\"", 1);
+    while (i < n) {
+        /* copy plain printable ASCII in runs */
+        size_t j = i;
+        while (j < n && s[j] >= 0x20 && s[j] < 0x80 && s[j] != '"' && s[j] != '\\')
+            j++;
+        if (j > i) {
+            jw_raw(w, str + i, j - i);
+            i = j;
+            continue;
+        }
+        unsigned char c = s[i];
+        if (c == '"' || c == '\\') {
+            char e[2] = { '\\', (char)c };
+            jw_raw(w, e, 2);
+            i++;
+        } else if (c < 0x20) {
+            char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+            if (c == '\n')
+                jw_raw(w, "\\n", 2);
+            else if (c == '\r')
+                jw_raw(w, "\\r", 2);
+            else if (c == '\t')
+                jw_raw(w, "\\t", 2);
+            else
+                jw_raw(w, e, 6);
+            i++;
+        } else {
+            size_t l = utf8_len(s + i, n - i);
+            if (l == 0) {
+                jw_lit(w, "\\ufffd");
+                i++;
+            } else {
+                jw_raw(w, str + i, l);
+                i += l;
+            }
+        }
+    }
+    jw_raw(w, "\"", 1);
+}
+
+static void jw_str(struct jw *w, const char *s)
+{
+    jw_strn(w, s, strlen(s));
+}
+
+static void jw_key(struct jw *w, const char *k, int *first)
+{
+    if (!*first)
+        jw_raw(w, ",", 1);
+    *first = 0;
+    jw_raw(w, "\"", 1);
+    jw_lit(w, k);                   /* keys are ours: no escaping needed */
+    jw_raw(w, "\":", 2);
+}
+
+/* ---- the record --------------------------------------------------------- */
+
+/* query parameters whose values are credentials (Gemini's ?key=...) */
+static int secret_param(const char *name, size_t n)
+{
+    static const char *const names[] = {
+        "key", "api_key", "api-key", "apikey", "x-api-key", "access_token",
+        "token", "auth", "authorization", "password", "sig", "signature",
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strlen(names[i]) == n && strncasecmp(names[i], name, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* the path with values of secret query parameters replaced by REDACTED */
+static void jw_path(struct jw *w, const char *path)
+{
+    const char *q = strchr(path, '?');
+    if (q == NULL) {
+        jw_str(w, path);
+        return;
+    }
+
+    char buf[sizeof(((struct tt_request *)0)->path) + 64];
+    size_t o = 0, cap = sizeof(buf) - 1;
+    const char *p = q + 1;
+
+#define PUT(s, n) do { size_t _n = (n); if (o + _n > cap) _n = cap - o; \
+                       memcpy(buf + o, (s), _n); o += _n; } while (0)
+    PUT(path, (size_t)(p - path));
+    while (*p != '\0') {
+        const char *amp = strchr(p, '&');
+        const char *end = amp ? amp : p + strlen(p);
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        if (eq != NULL && secret_param(p, (size_t)(eq - p))) {
+            PUT(p, (size_t)(eq - p) + 1);
+            PUT("REDACTED", 8);
+        } else {
+            PUT(p, (size_t)(end - p));
+        }
+        if (amp == NULL)
+            break;
+        PUT("&", 1);
+        p = amp + 1;
+    }
+#undef PUT
+    jw_strn(w, buf, o);
+}
+
+static int64_t wall_of(const struct tt_request *r, uint64_t mono)
+{
+    return r->start_wall_ns + (int64_t)(mono - r->t0);
+}
+
+/* the last instant the request was seen alive */
+static uint64_t end_mono(const struct tt_request *r)
+{
+    uint64_t end = r->ts[TT_TS_RESPONSE_COMPLETE];
+    if (end != 0)
+        return end;
+    end = r->t0;
+    for (int i = 0; i < TT_TS__COUNT; i++)
+        if (r->ts[i] > end)
+            end = r->ts[i];
+    if (r->n_token_ts && r->token_ts[r->n_token_ts - 1] > end)
+        end = r->token_ts[r->n_token_ts - 1];
+    return end;
+}
+
+static void metric_entry(struct jw *w, int id, double v, int *first)
+{
+    jw_key(w, tt_metric_tag[id], first);
+    jw_lit(w, "{\"value\":");
+    jw_double(w, v);
+    jw_lit(w, ",\"unit\":\"");
+    jw_lit(w, tt_metric_unit[id]);
+    jw_lit(w, "\"}");
+}
+
+char *tt_record_format(const struct tt_request *r,
+                       const struct tt_metric_values *m, const char *source,
+                       const struct tt_slo_result *slo, size_t *len)
+{
+    const struct tt_stream_stats *s = &r->s;
+    struct jw w = { 0 };
+    int f, g;
+
+    /* one allocation for the usual record; ~12 bytes per chunk gap */
+    if (jw_grow(&w, 1536 + (size_t)r->n_token_ts * 12) < 0)
+        return NULL;
+
+    jw_lit(&w, "{\"schema\":\"" TT_RECORD_SCHEMA "\",\"metadata\":{");
+    f = 1;
+    jw_key(&w, "x_request_id", &f);
+    jw_str(&w, r->request_id);
+    jw_key(&w, "request_start_ns", &f);
+    jw_i64(&w, r->start_wall_ns);
+    jw_key(&w, "request_ack_ns", &f);
+    if (r->ts[TT_TS_RESPONSE_HEADERS] >= r->t0 && r->ts[TT_TS_RESPONSE_HEADERS])
+        jw_i64(&w, wall_of(r, r->ts[TT_TS_RESPONSE_HEADERS]));
+    else
+        jw_lit(&w, "null");
+    jw_key(&w, "request_end_ns", &f);
+    jw_i64(&w, wall_of(r, end_mono(r)));
+    jw_key(&w, "was_cancelled", &f);
+    jw_lit(&w, r->cancelled ? "true" : "false");
+    jw_key(&w, "upstream", &f);
+    jw_str(&w, r->upstream_name ? r->upstream_name : "");
+    jw_key(&w, "upstream_reused", &f);
+    jw_lit(&w, r->upstream_reused ? "true" : "false");
+    jw_key(&w, "api", &f);
+    jw_str(&w, tt_request_api_label(r->api));
+    jw_key(&w, "model", &f);
+    jw_str(&w, r->model[0] ? r->model : s->model);
+    if (r->model[0] && s->model[0] && strcmp(r->model, s->model) != 0) {
+        jw_key(&w, "response_model", &f);
+        jw_str(&w, s->model);
+    }
+    jw_key(&w, "stream", &f);
+    jw_lit(&w, s->streaming ? "true" : "false");
+    jw_key(&w, "method", &f);
+    jw_str(&w, r->method);
+    jw_key(&w, "path", &f);
+    jw_path(&w, r->path);
+    jw_key(&w, "status", &f);
+    jw_i64(&w, r->status);
+    if (s->finish_reason[0]) {
+        jw_key(&w, "finish_reason", &f);
+        jw_str(&w, s->finish_reason);
+    }
+    jw_key(&w, "token_count_source", &f);
+    if (source != NULL)
+        jw_str(&w, source);
+    else
+        jw_lit(&w, "null");
+
+    jw_key(&w, "timeline_ns", &f);
+    jw_raw(&w, "{", 1);
+    g = 1;
+    for (int i = 0; i < TT_TS__COUNT; i++) {
+        if (r->ts[i] == 0 || r->ts[i] < r->t0)
+            continue;
+        jw_key(&w, tt_ts_names[i], &g);
+        jw_u64(&w, r->ts[i] - r->t0);
+    }
+    jw_raw(&w, "}", 1);
+
+    if (s->usage_input >= 0 || s->usage_output >= 0 || s->usage_reasoning >= 0) {
+        jw_key(&w, "usage", &f);
+        jw_raw(&w, "{", 1);
+        g = 1;
+        if (s->usage_input >= 0) {
+            jw_key(&w, "input_tokens", &g);
+            jw_i64(&w, s->usage_input);
+        }
+        if (s->usage_output >= 0) {
+            jw_key(&w, "output_tokens", &g);
+            jw_i64(&w, s->usage_output);
+        }
+        if (s->usage_reasoning >= 0) {
+            jw_key(&w, "reasoning_tokens", &g);
+            jw_i64(&w, s->usage_reasoning);
+        }
+        jw_raw(&w, "}", 1);
+    }
+    jw_key(&w, "events", &f);
+    jw_u64(&w, s->events);
+    jw_key(&w, "token_events", &f);
+    jw_u64(&w, s->token_events);
+    jw_key(&w, "reasoning_events", &f);
+    jw_u64(&w, s->reasoning_events);
+    jw_key(&w, "answer_events", &f);
+    jw_u64(&w, s->answer_events);
+    jw_key(&w, "parse_errors", &f);
+    jw_u64(&w, s->parse_errors);
+    jw_key(&w, "bytes_in", &f);
+    jw_u64(&w, r->bytes_in);
+    jw_key(&w, "bytes_out", &f);
+    jw_u64(&w, r->bytes_out);
+    if (slo != NULL) {
+        jw_key(&w, "slo", &f);
+        jw_lit(&w, slo->good ? "{\"good\":true,\"violations\":["
+                             : "{\"good\":false,\"violations\":[");
+        g = 1;
+        for (int i = 0; i < TT_M__COUNT; i++) {
+            if (!(slo->violated & (1u << i)))
+                continue;
+            if (!g)
+                jw_raw(&w, ",", 1);
+            g = 0;
+            jw_str(&w, tt_metric_tag[i]);
+        }
+        jw_lit(&w, "]}");
+    }
+    jw_lit(&w, "},\"metrics\":{");
+
+    f = 1;
+    for (int i = 0; i < TT_M__COUNT; i++)
+        if (m->present & (1u << i))
+            metric_entry(&w, i, m->v[i], &f);
+    uint32_t ngaps = tt_icl_count(r);
+    if (ngaps > 0) {
+        jw_key(&w, "inter_chunk_latency", &f);
+        jw_lit(&w, "{\"value\":[");
+        for (uint32_t i = 0; i < ngaps; i++) {
+            if (i)
+                jw_raw(&w, ",", 1);
+            jw_ms(&w, tt_icl_ns(r, i));
+        }
+        jw_lit(&w, "],\"unit\":\"ms\"}");
+    }
+    jw_lit(&w, "},\"error\":");
+
+    int code;
+    const char *type, *msg;
+    if (tt_request_error(r, &code, &type, &msg)) {
+        jw_lit(&w, "{\"code\":");
+        jw_i64(&w, code);
+        jw_lit(&w, ",\"type\":");
+        jw_str(&w, type ? type : "error");
+        jw_lit(&w, ",\"message\":");
+        jw_str(&w, msg ? msg : "");
+        jw_raw(&w, "}", 1);
+    } else {
+        jw_lit(&w, "null");
+    }
+    jw_raw(&w, "}\n", 3);        /* the NUL is not part of the line */
+
+    if (w.oom) {
+        free(w.p);
+        return NULL;
+    }
+    *len = w.len - 1;
+    return w.p;
+}
+
+/* ---- the writer --------------------------------------------------------- */
+
+#define BATCH 64
+
+struct line {
+    char  *p;
+    size_t len;
+};
+
+struct tt_recorder {
+    pthread_mutex_t mu;
+    pthread_cond_t  work;           /* writer waits: lines, reopen, stop */
+    pthread_cond_t  idle;           /* flush waits: done caught up */
+    struct line    *q;              /* ring of <cap> */
+    unsigned        cap, head, count;
+    int             stop, reopen;
+    uint64_t        accepted;       /* lines accepted into the queue */
+    uint64_t        done;           /* lines taken and written or dropped */
+    int             fd;
+    int             is_stdout;
+    _Atomic uint64_t dropped;
+    _Atomic uint64_t written;
+    pthread_t       thread;
+    char            path[];
+};
+
+static int open_path(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd < 0 && err != NULL)
+        snprintf(err, errlen, "record file '%s': %s", path, strerror(errno));
+    return fd;
+}
+
+/* write all of <iov>; returns how many whole lines made it */
+static unsigned write_lines(int fd, struct iovec *iov, unsigned n)
+{
+    unsigned whole = 0;
+    while (whole < n) {
+        ssize_t k = writev(fd, iov + whole, (int)(n - whole));
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN) {
+                struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+                poll(&pfd, 1, 1000);
+                continue;
+            }
+            return whole;
+        }
+        size_t left = (size_t)k;
+        while (whole < n && left >= iov[whole].iov_len) {
+            left -= iov[whole].iov_len;
+            whole++;
+        }
+        if (whole < n && left > 0) {
+            /* partial line: finish it before anything else */
+            iov[whole].iov_base = (char *)iov[whole].iov_base + left;
+            iov[whole].iov_len -= left;
+        }
+    }
+    return whole;
+}
+
+static void *writer_main(void *arg)
+{
+    struct tt_recorder *rec = arg;
+    struct line batch[BATCH];
+    struct iovec iov[BATCH];
+
+    pthread_mutex_lock(&rec->mu);
+    for (;;) {
+        while (rec->count == 0 && !rec->stop && !rec->reopen)
+            pthread_cond_wait(&rec->work, &rec->mu);
+        if (rec->reopen) {
+            rec->reopen = 0;
+            pthread_mutex_unlock(&rec->mu);
+            if (!rec->is_stdout) {
+                int fd = open_path(rec->path, NULL, 0);
+                if (fd >= 0) {
+                    close(rec->fd);
+                    rec->fd = fd;
+                }
+            }
+            pthread_mutex_lock(&rec->mu);
+            continue;
+        }
+        if (rec->count == 0 && rec->stop)
+            break;
+
+        unsigned n = 0;
+        while (n < BATCH && rec->count > 0) {
+            batch[n++] = rec->q[rec->head];
+            rec->head = (rec->head + 1) % rec->cap;
+            rec->count--;
+        }
+        pthread_mutex_unlock(&rec->mu);
+
+        for (unsigned i = 0; i < n; i++) {
+            iov[i].iov_base = batch[i].p;
+            iov[i].iov_len = batch[i].len;
+        }
+        unsigned ok = write_lines(rec->fd, iov, n);
+        atomic_fetch_add(&rec->written, ok);
+        if (ok < n)
+            atomic_fetch_add(&rec->dropped, n - ok);
+        for (unsigned i = 0; i < n; i++)
+            free(batch[i].p);
+
+        pthread_mutex_lock(&rec->mu);
+        rec->done += n;
+        pthread_cond_broadcast(&rec->idle);
+    }
+    pthread_mutex_unlock(&rec->mu);
+    return NULL;
+}
+
+struct tt_recorder *tt_recorder_open(const char *path, unsigned queue_cap,
+                                     char *err, size_t errlen)
+{
+    size_t plen = strlen(path);
+    struct tt_recorder *rec = calloc(1, sizeof(*rec) + plen + 1);
+    if (rec == NULL) {
+        snprintf(err, errlen, "record: out of memory");
+        return NULL;
+    }
+    memcpy(rec->path, path, plen + 1);
+    rec->cap = queue_cap ? queue_cap : 1;
+    rec->q = calloc(rec->cap, sizeof(*rec->q));
+    if (rec->q == NULL) {
+        snprintf(err, errlen, "record: out of memory");
+        free(rec);
+        return NULL;
+    }
+    if (strcmp(path, "-") == 0) {
+        rec->is_stdout = 1;
+        rec->fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+        if (rec->fd < 0)
+            snprintf(err, errlen, "record: stdout: %s", strerror(errno));
+    } else {
+        rec->fd = open_path(path, err, errlen);
+    }
+    if (rec->fd < 0) {
+        free(rec->q);
+        free(rec);
+        return NULL;
+    }
+    pthread_mutex_init(&rec->mu, NULL);
+    pthread_cond_init(&rec->work, NULL);
+    pthread_cond_init(&rec->idle, NULL);
+    int e = pthread_create(&rec->thread, NULL, writer_main, rec);
+    if (e != 0) {
+        snprintf(err, errlen, "record: thread: %s", strerror(e));
+        pthread_mutex_destroy(&rec->mu);
+        pthread_cond_destroy(&rec->work);
+        pthread_cond_destroy(&rec->idle);
+        close(rec->fd);
+        free(rec->q);
+        free(rec);
+        return NULL;
+    }
+    return rec;
+}
+
+void tt_recorder_submit(struct tt_recorder *rec, char *line, size_t len)
+{
+    if (line == NULL) {
+        atomic_fetch_add(&rec->dropped, 1);
+        return;
+    }
+    pthread_mutex_lock(&rec->mu);
+    if (rec->count == rec->cap || rec->stop) {
+        pthread_mutex_unlock(&rec->mu);
+        free(line);
+        atomic_fetch_add(&rec->dropped, 1);
+        return;
+    }
+    rec->q[(rec->head + rec->count) % rec->cap] = (struct line){ line, len };
+    rec->count++;
+    rec->accepted++;
+    pthread_cond_signal(&rec->work);
+    pthread_mutex_unlock(&rec->mu);
+}
+
+uint64_t tt_recorder_dropped(struct tt_recorder *rec)
+{
+    return rec ? atomic_load(&rec->dropped) : 0;
+}
+
+uint64_t tt_recorder_written(struct tt_recorder *rec)
+{
+    return rec ? atomic_load(&rec->written) : 0;
+}
+
+unsigned tt_recorder_queued(struct tt_recorder *rec)
+{
+    pthread_mutex_lock(&rec->mu);
+    unsigned n = rec->count;
+    pthread_mutex_unlock(&rec->mu);
+    return n;
+}
+
+void tt_recorder_reopen(struct tt_recorder *rec)
+{
+    if (rec == NULL)
+        return;
+    pthread_mutex_lock(&rec->mu);
+    rec->reopen = 1;
+    pthread_cond_signal(&rec->work);
+    pthread_mutex_unlock(&rec->mu);
+}
+
+void tt_recorder_flush(struct tt_recorder *rec)
+{
+    pthread_mutex_lock(&rec->mu);
+    uint64_t target = rec->accepted;
+    while (rec->done < target)
+        pthread_cond_wait(&rec->idle, &rec->mu);
+    pthread_mutex_unlock(&rec->mu);
+}
+
+void tt_recorder_close(struct tt_recorder *rec)
+{
+    if (rec == NULL)
+        return;
+    pthread_mutex_lock(&rec->mu);
+    rec->stop = 1;
+    pthread_cond_signal(&rec->work);
+    pthread_mutex_unlock(&rec->mu);
+    pthread_join(rec->thread, NULL);
+    close(rec->fd);
+    pthread_mutex_destroy(&rec->mu);
+    pthread_cond_destroy(&rec->work);
+    pthread_cond_destroy(&rec->idle);
+    free(rec->q);
+    free(rec);
+}

@@ -1,0 +1,276 @@
+/*
+ * Goodput SLO parsing and judging (see metrics/slo.h, SPEC section 6).
+ * Called by proxy/config.c (validation, building the SLO set) and by the
+ * request completion path (judging).  No allocation, no global state.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics/slo.h"
+
+_Static_assert(TT_M__COUNT <= TT_SLO_MAX, "an SLO must fit every metric");
+_Static_assert(TT_M__COUNT <= 32, "metric bits must fit a uint32_t");
+
+static const struct {
+    const char *alias;
+    int         metric;
+} slo_aliases[] = {
+    { "ttft", TT_M_TTFT },
+    { "ttfo", TT_M_TTFO },
+    { "itl",  TT_M_ITL },
+    { "tpot", TT_M_ITL },
+    { "e2el", TT_M_REQUEST_LATENCY },
+};
+
+/* higher is better for throughput tags: the constraint is value >= limit */
+static int metric_is_ge(int metric)
+{
+    return metric == TT_M_OTPS_USER;
+}
+
+static int metric_lookup(const char *tag, size_t len)
+{
+    for (int i = 0; i < TT_M__COUNT; i++)
+        if (strlen(tt_metric_tag[i]) == len &&
+            memcmp(tt_metric_tag[i], tag, len) == 0)
+            return i;
+    for (size_t i = 0; i < sizeof(slo_aliases) / sizeof(slo_aliases[0]); i++)
+        if (strlen(slo_aliases[i].alias) == len &&
+            memcmp(slo_aliases[i].alias, tag, len) == 0)
+            return slo_aliases[i].metric;
+    return -1;
+}
+
+static void known_list(char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < TT_M__COUNT && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "",
+                                tt_metric_tag[i]);
+    for (size_t i = 0; i < sizeof(slo_aliases) / sizeof(slo_aliases[0]) &&
+                       off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s",
+                                i ? ", " : "; aliases ", slo_aliases[i].alias);
+}
+
+/*
+ * Check that [s, s+len) is a plain non-negative decimal number: digits with
+ * an optional fraction and exponent ("50", "0.5", ".5", "1e3").  Returns 1
+ * when it is, 0 otherwise (hex, inf, nan, signs and junk are refused).
+ */
+static int plain_number(const char *s, size_t len)
+{
+    size_t i = 0, digits = 0;
+
+    while (i < len && s[i] >= '0' && s[i] <= '9')
+        i++, digits++;
+    if (i < len && s[i] == '.') {
+        i++;
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            i++, digits++;
+    }
+    if (digits == 0)
+        return 0;
+    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+        size_t exp = 0;
+        i++;
+        if (i < len && (s[i] == '+' || s[i] == '-'))
+            i++;
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            i++, exp++;
+        if (exp == 0)
+            return 0;
+    }
+    return i == len;
+}
+
+static int is_blank(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' ||
+           ch == '\f' || ch == '\v';
+}
+
+/*
+ * Parse <spec> into <out> (see metrics/slo.h).  <out> is cleared first;
+ * on error its content is unspecified.
+ */
+int tt_slo_parse(const char *spec, struct tt_slo *out, char *err,
+                 size_t errlen)
+{
+    const char *p = spec;
+    const char *first[TT_M__COUNT] = { 0 };
+    size_t first_len[TT_M__COUNT] = { 0 };
+
+    memset(out, 0, sizeof(*out));
+    for (;;) {
+        const char *tok, *colon, *val;
+        size_t len, tlen, vlen;
+        char num[64];
+        double v;
+        int id;
+
+        while (is_blank(*p))
+            p++;
+        if (*p == '\0')
+            break;
+        tok = p;
+        while (*p && !is_blank(*p))
+            p++;
+        len = (size_t)(p - tok);
+        int show = len > 80 ? 80 : (int)len;
+
+        colon = memchr(tok, ':', len);
+        tlen = colon ? (size_t)(colon - tok) : len;
+        if (tlen == 0) {
+            snprintf(err, errlen, "goodput: '%.*s': missing metric name "
+                     "(expected TAG:VALUE)", show, tok);
+            return -1;
+        }
+        id = metric_lookup(tok, tlen);
+        if (id < 0) {
+            char known[640];
+            known_list(known, sizeof(known));
+            snprintf(err, errlen, "goodput: unknown metric '%.*s' (known: %s)",
+                     (int)(tlen > 80 ? 80 : tlen), tok, known);
+            return -1;
+        }
+        if (!colon || colon + 1 == tok + len) {
+            snprintf(err, errlen, "goodput: '%.*s': missing value "
+                     "(expected TAG:VALUE)", show, tok);
+            return -1;
+        }
+        val = colon + 1;
+        vlen = (size_t)(tok + len - val);
+        if (*val == '-' && plain_number(val + 1, vlen - 1)) {
+            snprintf(err, errlen, "goodput: '%.*s': negative value", show, tok);
+            return -1;
+        }
+        if (vlen >= sizeof(num) || !plain_number(val, vlen)) {
+            snprintf(err, errlen, "goodput: '%.*s': value is not a number",
+                     show, tok);
+            return -1;
+        }
+        memcpy(num, val, vlen);
+        num[vlen] = '\0';
+        v = strtod(num, NULL);
+        if (!isfinite(v)) {
+            snprintf(err, errlen, "goodput: '%.*s': value out of range",
+                     show, tok);
+            return -1;
+        }
+        if (first[id]) {
+            snprintf(err, errlen, "goodput: duplicate metric '%s' ('%.*s' and "
+                     "'%.*s')", tt_metric_tag[id],
+                     (int)(first_len[id] > 80 ? 80 : first_len[id]), first[id],
+                     show, tok);
+            return -1;
+        }
+        first[id] = tok;
+        first_len[id] = len;
+        out->c[out->n].metric = id;
+        out->c[out->n].limit = v;
+        out->c[out->n].ge = metric_is_ge(id);
+        out->n++;
+    }
+    return 0;
+}
+
+int tt_slo_format(const struct tt_slo *slo, char *buf, size_t len)
+{
+    size_t off = 0;
+    int n;
+
+    if (len)
+        buf[0] = '\0';
+    for (unsigned i = 0; i < slo->n; i++) {
+        n = snprintf(off < len ? buf + off : NULL, off < len ? len - off : 0,
+                     "%s%s:%.17g", i ? " " : "",
+                     tt_metric_tag[slo->c[i].metric], slo->c[i].limit);
+        if (n < 0)
+            return n;
+        off += (size_t)n;
+    }
+    return (int)off;
+}
+
+/* Judge one request against <slo>; see metrics/slo.h for the rules. */
+void tt_slo_judge(const struct tt_slo *slo, const struct tt_metric_values *m,
+                  int is_error, struct tt_slo_result *res)
+{
+    res->good = !is_error;
+    res->violated = 0;
+    if (!slo)
+        return;
+    for (unsigned i = 0; i < slo->n; i++) {
+        const struct tt_slo_constraint *c = &slo->c[i];
+        uint32_t bit = 1u << c->metric;
+        double v;
+        int ok;
+
+        if (!(m->present & bit)) {
+            res->good = 0;
+            if (!is_error)
+                res->violated |= bit;
+            continue;
+        }
+        v = m->v[c->metric];
+        ok = c->ge ? v >= c->limit : v <= c->limit;     /* NaN fails */
+        if (!ok) {
+            res->good = 0;
+            res->violated |= bit;
+        }
+    }
+}
+
+void tt_slo_set_init(struct tt_slo_set *set)
+{
+    memset(set, 0, sizeof(*set));
+}
+
+/* Add a default or per-model SLO; see metrics/slo.h. */
+int tt_slo_set_add(struct tt_slo_set *set, const char *model,
+                   const char *spec, char *err, size_t errlen)
+{
+    struct tt_slo slo;
+
+    if (tt_slo_parse(spec, &slo, err, errlen) < 0)
+        return -1;
+    if (!model || !*model) {
+        set->dflt = slo;
+        return 0;
+    }
+    if (strlen(model) >= TT_SLO_MODEL_LEN) {
+        snprintf(err, errlen, "goodput: model name too long (max %d bytes)",
+                 TT_SLO_MODEL_LEN - 1);
+        return -1;
+    }
+    for (unsigned i = 0; i < set->n; i++)
+        if (strcmp(set->m[i].model, model) == 0) {
+            snprintf(err, errlen, "goodput: model '%s' already has an SLO",
+                     model);
+            return -1;
+        }
+    if (set->n == TT_SLO_MODELS_MAX) {
+        snprintf(err, errlen, "goodput: too many per-model SLOs (max %d)",
+                 TT_SLO_MODELS_MAX);
+        return -1;
+    }
+    strcpy(set->m[set->n].model, model);
+    set->m[set->n].slo = slo;
+    set->n++;
+    return 0;
+}
+
+const struct tt_slo *tt_slo_for_model(const struct tt_slo_set *set,
+                                      const char *model)
+{
+    if (model)
+        for (unsigned i = 0; i < set->n; i++)
+            if (strcmp(set->m[i].model, model) == 0)
+                return &set->m[i].slo;
+    return &set->dflt;
+}

@@ -1,0 +1,206 @@
+/*
+ * The admin listener: evhttp on the caller's event base, four read-only
+ * endpoints over the aggregator (see proxy/admin.h).  Started by
+ * proxy/server.c; the pages are produced by metrics/agg.c.
+ */
+#include "proxy/admin.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "metrics/agg.h"
+
+#define MAX_AGGS 256
+
+struct tt_admin {
+    struct evhttp              *http;   /* owned */
+    struct evhttp_bound_socket *sock;   /* owned by http */
+    struct tt_agg              *one;    /* borrowed */
+    struct tt_agg *const       *aggs;   /* borrowed, or &one */
+    unsigned                    naggs;
+    _Atomic int                 draining;   /* set from any thread */
+};
+
+static void reply_text(struct evhttp_request *req, int code, const char *reason,
+                       const char *ctype, const char *body)
+{
+    struct evbuffer *b = evbuffer_new();
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
+    if (b != NULL)
+        evbuffer_add(b, body, strlen(body));
+    evhttp_send_reply(req, code, reason, b);
+    if (b != NULL)
+        evbuffer_free(b);
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    struct tt_admin *ad = arg;
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+
+    evhttp_add_header(oh, "Cache-Control", "no-store");
+    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
+        evhttp_add_header(oh, "Allow", "GET, HEAD");
+        reply_text(req, 405, "Method Not Allowed", "text/plain; charset=utf-8",
+                   "method not allowed\n");
+        return;
+    }
+    if (path == NULL || path[0] == '\0')
+        path = "/";
+
+    if (strcmp(path, "/healthz") == 0) {
+        reply_text(req, 200, "OK", "text/plain; charset=utf-8", "ok\n");
+    } else if (strcmp(path, "/readyz") == 0) {
+        if (ad->draining)
+            reply_text(req, 503, "Service Unavailable", "text/plain; charset=utf-8",
+                       "draining\n");
+        else
+            reply_text(req, 200, "OK", "text/plain; charset=utf-8", "ready\n");
+    } else if (strcmp(path, "/metrics") == 0 || strcmp(path, "/stats") == 0) {
+        int json = path[1] == 's';
+        struct evbuffer *b = evbuffer_new();
+        int rc = b == NULL ? -1
+               : json ? tt_agg_stats_json_many(ad->aggs, ad->naggs, b)
+                      : tt_agg_prometheus_many(ad->aggs, ad->naggs, b);
+        if (rc < 0) {
+            if (b != NULL)
+                evbuffer_free(b);
+            reply_text(req, 500, "Internal Server Error", "text/plain; charset=utf-8",
+                       "cannot produce the page\n");
+            return;
+        }
+        evhttp_add_header(oh, "Content-Type",
+                          json ? "application/json"
+                               : "text/plain; version=0.0.4; charset=utf-8");
+        evhttp_send_reply(req, 200, "OK", b);
+        evbuffer_free(b);
+    } else {
+        reply_text(req, 404, "Not Found", "text/plain; charset=utf-8", "not found\n");
+    }
+}
+
+/* split "host:port" / "[v6]:port" / ":port" into <host> and <port> */
+static int split_addr(const char *s, char *host, size_t hostlen, unsigned *port)
+{
+    const char *colon, *h = s, *he;
+    char *end;
+
+    if (s[0] == '[') {
+        he = strchr(s, ']');
+        if (he == NULL || he[1] != ':')
+            return -1;
+        h = s + 1;
+        colon = he + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL)
+            return -1;
+        he = colon;
+    }
+    size_t n = (size_t)(he - h);
+    if (n == 0) {
+        h = "0.0.0.0";
+        n = 7;
+    }
+    if (n >= hostlen)
+        return -1;
+    memcpy(host, h, n);
+    host[n] = '\0';
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end != '\0' || p > 65535)
+        return -1;
+    *port = (unsigned)p;
+    return 0;
+}
+
+struct tt_admin *tt_admin_start(struct event_base *base, const char *addr_port,
+                                struct tt_agg *agg, char *err, size_t errlen)
+{
+    char host[256];
+    unsigned port;
+    struct tt_admin *ad;
+
+    if (split_addr(addr_port, host, sizeof(host), &port) < 0) {
+        snprintf(err, errlen, "'%s': expected ADDR:PORT", addr_port);
+        return NULL;
+    }
+    ad = calloc(1, sizeof(*ad));
+    if (ad == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    ad->one = agg;
+    ad->aggs = &ad->one;
+    ad->naggs = 1;
+    ad->http = evhttp_new(base);
+    if (ad->http == NULL) {
+        snprintf(err, errlen, "cannot create the HTTP server");
+        free(ad);
+        return NULL;
+    }
+    evhttp_set_timeout(ad->http, 10);
+    evhttp_set_max_headers_size(ad->http, 16384);
+    evhttp_set_max_body_size(ad->http, 4096);
+    evhttp_set_allowed_methods(ad->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD
+                               | EVHTTP_REQ_POST | EVHTTP_REQ_PUT
+                               | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS
+                               | EVHTTP_REQ_PATCH | EVHTTP_REQ_TRACE);
+    evhttp_set_gencb(ad->http, on_request, ad);
+    ad->sock = evhttp_bind_socket_with_handle(ad->http, host, (ev_uint16_t)port);
+    if (ad->sock == NULL) {
+        snprintf(err, errlen, "cannot listen on '%s'", addr_port);
+        evhttp_free(ad->http);
+        free(ad);
+        return NULL;
+    }
+    return ad;
+}
+
+void tt_admin_set_aggs(struct tt_admin *ad, struct tt_agg *const *aggs,
+                       unsigned n)
+{
+    if (n == 0 || n > MAX_AGGS)
+        return;
+    ad->aggs = aggs;
+    ad->naggs = n;
+}
+
+int tt_admin_port(const struct tt_admin *ad)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    evutil_socket_t fd = evhttp_bound_socket_get_fd(ad->sock);
+
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+        return -1;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return -1;
+}
+
+void tt_admin_set_draining(struct tt_admin *ad, int draining)
+{
+    ad->draining = draining != 0;
+}
+
+void tt_admin_free(struct tt_admin *ad)
+{
+    if (ad == NULL)
+        return;
+    evhttp_free(ad->http);
+    free(ad);
+}

@@ -1,0 +1,1099 @@
+/*
+ * Configuration (see proxy/config.h).  One static table, opts[], describes
+ * every option: its config-file section and key, the command-line flag
+ * derived from the key (max_header_bytes <-> --max-header-bytes), its type,
+ * where it lives in struct tt_config, its default and its help.  Defaults,
+ * the file parser, the flag parser, --help, the dump used by check-config
+ * and the reference file conf/tokentap.conf are all generated from it.
+ *
+ * Called by proxy/main.c at start-up, by check-config and on SIGHUP
+ * reload (always from one thread: the file parser sets libinih's
+ * process-wide options before each parse).
+ *
+ * Value syntax:
+ *   string    taken as is (leading/trailing blanks stripped in the file)
+ *   bool      true/false, yes/no, on/off, 1/0; a bare flag means true
+ *   uint      decimal integer within the option's range
+ *   size      bytes, or with a binary suffix k/K, m/M, g/G (KiB, MiB, GiB)
+ *   duration  an integer with a unit, always: ms, s or m (10s, 500ms, 5m)
+ *   enum      one of the listed names
+ */
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "metrics/slo.h"
+#include "proxy/config.h"
+#include "proxy/stream.h"
+#include "proxy/url.h"
+
+#ifndef TT_VERSION
+#define TT_VERSION "0.0.0"
+#endif
+
+_Static_assert(TT_CONFIG_SLO_MODELS == TT_SLO_MODELS_MAX,
+               "[slo.MODEL] sections and the SLO set hold as many models");
+_Static_assert(sizeof(((struct tt_config_model_slo *)0)->model) ==
+               TT_SLO_MODEL_LEN, "model name buffers agree");
+_Static_assert(TT_THINK_AUTO == 0 && TT_THINK_ON == 1 && TT_THINK_OFF == 2,
+               "think_names[] follows enum tt_think_mode");
+
+enum sect { S_PROXY, S_UPSTREAM, S_TLS, S_ADMIN, S_RECORD, S_SLO, S_LIMITS,
+            S__COUNT };
+
+static const char *const sect_names[S__COUNT] = {
+    "proxy", "upstream", "tls", "admin", "record", "slo", "limits",
+};
+
+static const char *const sect_help[S__COUNT] = {
+    "client side listener and process",
+    "the model server",
+    "TLS termination on the client listener",
+    "admin listener: /metrics, /healthz, /readyz, /stats",
+    "per-request JSONL records",
+    "SLOs for goodput (SPEC section 6)",
+    "limits and timeouts",
+};
+
+enum otype { T_STR, T_BOOL, T_UINT, T_SIZE, T_DUR, T_ENUM };
+
+typedef int (*check_fn)(const char *v, char *err, size_t errlen);
+
+struct opt {
+    const char *key;            /* file key; the flag is "--" + key, '_' -> '-' */
+    unsigned char sect;         /* enum sect */
+    unsigned char type;         /* enum otype */
+    size_t off;                 /* offset in struct tt_config */
+    size_t size;                /* sizeof the field (string: buffer size) */
+    const char *def;            /* default, in the same syntax as the file */
+    const char *meta;           /* metavariable in --help */
+    unsigned long long min, max;            /* T_UINT, T_SIZE, T_DUR (ms) */
+    const char *const *names;   /* T_ENUM, NULL-terminated */
+    check_fn check;             /* T_STR extra validation, or NULL */
+    const char *help;           /* one line */
+};
+
+static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
+static const char *const think_names[] = { "auto", "on", "off", NULL };
+
+static int check_listen(const char *v, char *err, size_t errlen);
+static int check_admin(const char *v, char *err, size_t errlen);
+static int check_upstream(const char *v, char *err, size_t errlen);
+static int check_goodput(const char *v, char *err, size_t errlen);
+
+#define F(field) offsetof(struct tt_config, field), \
+                 sizeof(((struct tt_config *)0)->field)
+#define KIB 1024ULL
+#define MIB (1024ULL * 1024)
+#define GIB (1024ULL * 1024 * 1024)
+#define SEC 1000ULL
+#define DAY (86400ULL * 1000)
+
+static const struct opt opts[] = {
+    /* [proxy] */
+    { "listen", S_PROXY, T_STR, F(listen), "127.0.0.1:8080", "ADDR:PORT",
+      0, 0, NULL, check_listen,
+      "client listener: IPV4:PORT or [IPV6]:PORT" },
+    { "workers", S_PROXY, T_UINT, F(workers), "1", "N", 1, 256, NULL, NULL,
+      "event-loop threads sharing the listener (SO_REUSEPORT), 1..256" },
+    { "log_level", S_PROXY, T_ENUM, F(log_level), "info", "LEVEL", 0, 0,
+      log_names, NULL, "log verbosity: error, warn, info or debug" },
+    { "think_tags", S_PROXY, T_ENUM, F(think_tags), "auto", "MODE", 0, 0,
+      think_names, NULL,
+      "<think>...</think> in answer text counts as reasoning: auto, on or off" },
+    { "add_request_id", S_PROXY, T_BOOL, F(add_request_id), "false", NULL,
+      0, 0, NULL, NULL,
+      "add an X-Request-Id header upstream when the client sent none" },
+    { "drain_timeout", S_PROXY, T_DUR, F(drain_timeout_ms), "30s", "DURATION",
+      0, DAY, NULL, NULL,
+      "on SIGTERM, how long in-flight streams get to finish" },
+    /* [upstream] */
+    { "upstream", S_UPSTREAM, T_STR, F(upstream), "", "URL", 0, 0, NULL,
+      check_upstream,
+      "model server, http[s]://HOST[:PORT][/BASE/PATH] (required)" },
+    { "upstream_ca", S_UPSTREAM, T_STR, F(upstream_ca), "", "FILE", 0, 0,
+      NULL, NULL,
+      "CA bundle (PEM) for the upstream's certificate (default: system CAs)" },
+    { "upstream_cert", S_UPSTREAM, T_STR, F(upstream_cert), "", "FILE", 0, 0,
+      NULL, NULL, "client certificate (PEM) presented to an https upstream" },
+    { "upstream_key", S_UPSTREAM, T_STR, F(upstream_key), "", "FILE", 0, 0,
+      NULL, NULL, "private key (PEM) of upstream_cert" },
+    { "upstream_insecure", S_UPSTREAM, T_BOOL, F(upstream_insecure), "false",
+      NULL, 0, 0, NULL, NULL,
+      "do not verify the upstream's certificate (testing only)" },
+    { "upstream_pool", S_UPSTREAM, T_UINT, F(upstream_pool), "64", "N",
+      0, 65536, NULL, NULL,
+      "idle keep-alive upstream connections kept for reuse (0: none)" },
+    /* [tls] */
+    { "tls_cert", S_TLS, T_STR, F(tls_cert), "", "FILE", 0, 0, NULL, NULL,
+      "certificate chain (PEM): terminate TLS on the client listener" },
+    { "tls_key", S_TLS, T_STR, F(tls_key), "", "FILE", 0, 0, NULL, NULL,
+      "private key (PEM) of tls_cert" },
+    { "tls_client_ca", S_TLS, T_STR, F(tls_client_ca), "", "FILE", 0, 0, NULL,
+      NULL, "require client certificates signed by these CAs (PEM)" },
+    /* [admin] */
+    { "admin", S_ADMIN, T_STR, F(admin), "127.0.0.1:9464", "ADDR:PORT", 0, 0,
+      NULL, check_admin,
+      "admin listener (/metrics /healthz /readyz /stats), or off" },
+    { "model_label_cap", S_ADMIN, T_UINT, F(model_label_cap), "32", "N",
+      1, 10000, NULL, NULL,
+      "distinct model label values; later models count as __other__" },
+    /* [record] */
+    { "record", S_RECORD, T_STR, F(record), "", "FILE", 0, 0, NULL, NULL,
+      "append one JSON record per request to FILE (- = stdout, empty = off)" },
+    { "record_queue", S_RECORD, T_UINT, F(record_queue), "4096", "N",
+      1, 1048576, NULL, NULL,
+      "records queued for the writer; beyond it they are dropped and counted" },
+    /* [slo] */
+    { "goodput", S_SLO, T_STR, F(goodput), "", "SPEC", 0, 0, NULL,
+      check_goodput,
+      "SLOs of a good request, TAG:VALUE ... (e.g. \"ttft:500 itl:50\")" },
+    /* [limits] */
+    { "max_header_bytes", S_LIMITS, T_SIZE, F(max_header_bytes), "64k", "SIZE",
+      1 * KIB, 16 * MIB, NULL, NULL,
+      "largest request header block (431 beyond it)" },
+    { "max_headers", S_LIMITS, T_UINT, F(max_headers), "100", "N", 1, 10000,
+      NULL, NULL, "most request header fields (431 beyond it)" },
+    { "max_body_bytes", S_LIMITS, T_SIZE, F(max_body_bytes), "32m", "SIZE",
+      1, 64 * GIB, NULL, NULL, "largest request body (413 beyond it)" },
+    { "buffer_bytes", S_LIMITS, T_SIZE, F(buffer_bytes), "256k", "SIZE",
+      4 * KIB, 1 * GIB, NULL, NULL,
+      "bytes buffered per direction before the sending side is paused" },
+    { "head_timeout", S_LIMITS, T_DUR, F(head_timeout_ms), "10s", "DURATION",
+      1, DAY, NULL, NULL,
+      "absolute deadline for a complete request head (408)" },
+    { "connect_timeout", S_LIMITS, T_DUR, F(connect_timeout_ms), "5s",
+      "DURATION", 1, DAY, NULL, NULL, "upstream connect, TLS included (502)" },
+    { "response_timeout", S_LIMITS, T_DUR, F(response_timeout_ms), "600s",
+      "DURATION", 1, DAY, NULL, NULL,
+      "request sent to upstream response headers (504)" },
+    { "upstream_idle_timeout", S_LIMITS, T_DUR, F(upstream_idle_ms), "300s",
+      "DURATION", 1, DAY, NULL, NULL,
+      "longest silence between upstream response bytes" },
+    { "client_idle_timeout", S_LIMITS, T_DUR, F(client_idle_ms), "75s",
+      "DURATION", 1, DAY, NULL, NULL,
+      "idle client keep-alive connection lifetime" },
+    { "max_connections", S_LIMITS, T_UINT, F(max_connections), "20000", "N",
+      1, 1000000, NULL, NULL, "concurrent client connections (per process)" },
+};
+
+#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+
+#define SLO_MODEL_PREFIX "slo."
+
+/* ---------------------------------------------------------------- values */
+
+static int check_listen(const char *v, char *err, size_t errlen)
+{
+    return tt_addr_parse(v, NULL, NULL, err, errlen);
+}
+
+static int check_admin(const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "off") == 0)
+        return 0;
+    if (tt_addr_parse(v, NULL, NULL, err, errlen) < 0) {
+        if (strncmp(err, "expected ", 9) == 0)
+            snprintf(err, errlen, "expected ADDR:PORT or off, got '%.200s'", v);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_upstream(const char *v, char *err, size_t errlen)
+{
+    struct tt_url u;
+
+    if (*v == '\0')         /* unset; tt_config_check() requires it */
+        return 0;
+    return tt_url_parse(v, &u, err, errlen);
+}
+
+/* tt_slo_parse()'s messages start with "goodput: ", already said by our
+ * "key 'goodput'" or "--goodput" prefix */
+static int check_goodput(const char *v, char *err, size_t errlen)
+{
+    struct tt_slo slo;
+    char tmp[1024];
+
+    if (tt_slo_parse(v, &slo, tmp, sizeof(tmp)) == 0)
+        return 0;
+    snprintf(err, errlen, "%s",
+             strncmp(tmp, "goodput: ", 9) == 0 ? tmp + 9 : tmp);
+    return -1;
+}
+
+/* parse the leading decimal digits of <s> into <v>; returns the end, or
+ * NULL when there are none or on overflow */
+static const char *parse_digits(const char *s, unsigned long long *v)
+{
+    unsigned long long n = 0;
+    const char *p = s;
+
+    while (*p >= '0' && *p <= '9') {
+        unsigned d = (unsigned)(*p - '0');
+        if (n > (ULLONG_MAX - d) / 10)
+            return NULL;
+        n = n * 10 + d;
+        p++;
+    }
+    if (p == s)
+        return NULL;
+    *v = n;
+    return p;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+    static const char *const yes[] = { "true", "yes", "on", "1" };
+    static const char *const no[] = { "false", "no", "off", "0" };
+
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0)
+            return *out = 1, 0;
+        if (strcasecmp(v, no[i]) == 0)
+            return *out = 0, 0;
+    }
+    return -1;
+}
+
+/* "64k" -> 65536; suffixes k/m/g (either case) optionally followed by "iB" */
+static int parse_size(const char *v, unsigned long long *out)
+{
+    unsigned long long n, mul = 1;
+    const char *p = parse_digits(v, &n);
+
+    if (!p)
+        return -1;
+    switch (*p) {
+    case 'k': case 'K': mul = KIB; p++; break;
+    case 'm': case 'M': mul = MIB; p++; break;
+    case 'g': case 'G': mul = GIB; p++; break;
+    default: break;
+    }
+    if (mul > 1 && strcmp(p, "iB") == 0)
+        p += 2;
+    if (*p != '\0' || (n && mul > ULLONG_MAX / n))
+        return -1;
+    *out = n * mul;
+    return 0;
+}
+
+/* "10s" -> 10000 (ms); the unit is required: ms, s or m */
+static int parse_duration(const char *v, unsigned long long *out)
+{
+    unsigned long long n, mul;
+    const char *p = parse_digits(v, &n);
+
+    if (!p)
+        return -1;
+    if (strcmp(p, "ms") == 0)
+        mul = 1;
+    else if (strcmp(p, "s") == 0)
+        mul = SEC;
+    else if (strcmp(p, "m") == 0)
+        mul = 60 * SEC;
+    else
+        return -1;
+    if (n && mul > ULLONG_MAX / n)
+        return -1;
+    *out = n * mul;
+    return 0;
+}
+
+static void fmt_size(unsigned long long v, char *buf, size_t len)
+{
+    if (v && v % GIB == 0)
+        snprintf(buf, len, "%llug", v / GIB);
+    else if (v && v % MIB == 0)
+        snprintf(buf, len, "%llum", v / MIB);
+    else if (v && v % KIB == 0)
+        snprintf(buf, len, "%lluk", v / KIB);
+    else
+        snprintf(buf, len, "%llu", v);
+}
+
+static void fmt_duration(unsigned long long ms, char *buf, size_t len)
+{
+    if (ms % SEC == 0)
+        snprintf(buf, len, "%llus", ms / SEC);
+    else
+        snprintf(buf, len, "%llums", ms);
+}
+
+static void store_num(void *field, size_t size, unsigned long long v)
+{
+    if (size == sizeof(size_t))
+        *(size_t *)field = (size_t)v;
+    else
+        *(unsigned *)field = (unsigned)v;     /* int and unsigned fields */
+}
+
+static unsigned long long load_num(const void *field, size_t size)
+{
+    if (size == sizeof(size_t))
+        return *(const size_t *)field;
+    return *(const unsigned *)field;
+}
+
+/*
+ * Parse <v> as the value of <o> and store it into <c>.  Returns 0, or -1
+ * with <err> set to the reason alone (the caller adds "FILE:LINE: key 'K': "
+ * or "--flag: ").  <c> is left untouched on error.
+ */
+static int opt_set(struct tt_config *c, const struct opt *o, const char *v,
+                   char *err, size_t errlen)
+{
+    char *field = (char *)c + o->off;
+    char lo[32], hi[32];
+    unsigned long long n;
+    int b;
+
+    switch (o->type) {
+    case T_STR:
+        if (strlen(v) >= o->size) {
+            snprintf(err, errlen, "value too long (max %zu bytes)", o->size - 1);
+            return -1;
+        }
+        if (o->check && o->check(v, err, errlen) < 0)
+            return -1;
+        memset(field, 0, o->size);      /* no tail of an older value */
+        memcpy(field, v, strlen(v));
+        return 0;
+    case T_BOOL:
+        if (parse_bool(v, &b) < 0) {
+            snprintf(err, errlen, "expected true or false, got '%.200s'", v);
+            return -1;
+        }
+        *(int *)field = b;
+        return 0;
+    case T_UINT: {
+        const char *end = parse_digits(v, &n);
+        if (!end || *end != '\0') {
+            snprintf(err, errlen, "expected an integer, got '%.200s'", v);
+            return -1;
+        }
+        if (n < o->min || n > o->max) {
+            snprintf(err, errlen, "%llu out of range (%llu..%llu)", n, o->min,
+                     o->max);
+            return -1;
+        }
+        store_num(field, o->size, n);
+        return 0;
+    }
+    case T_SIZE:
+        if (parse_size(v, &n) < 0) {
+            snprintf(err, errlen, "expected a size in bytes, optionally with "
+                     "k, m or g (KiB, MiB, GiB), got '%.200s'", v);
+            return -1;
+        }
+        if (n < o->min || n > o->max) {
+            fmt_size(o->min, lo, sizeof(lo));
+            fmt_size(o->max, hi, sizeof(hi));
+            snprintf(err, errlen, "'%.200s' out of range (%s..%s)", v, lo, hi);
+            return -1;
+        }
+        store_num(field, o->size, n);
+        return 0;
+    case T_DUR:
+        if (parse_duration(v, &n) < 0) {
+            snprintf(err, errlen, "expected a duration with a unit, ms, s or m "
+                     "(e.g. 10s), got '%.200s'", v);
+            return -1;
+        }
+        if (n < o->min || n > o->max) {
+            fmt_duration(o->min, lo, sizeof(lo));
+            fmt_duration(o->max, hi, sizeof(hi));
+            snprintf(err, errlen, "'%.200s' out of range (%s..%s)", v, lo, hi);
+            return -1;
+        }
+        store_num(field, o->size, n);
+        return 0;
+    case T_ENUM:
+        for (int i = 0; o->names[i]; i++)
+            if (strcmp(v, o->names[i]) == 0) {
+                *(int *)field = i;
+                return 0;
+            }
+        {
+            size_t off = (size_t)snprintf(err, errlen, "expected ");
+            for (int i = 0; o->names[i] && off < errlen; i++)
+                off += (size_t)snprintf(err + off, errlen - off, "%s%s",
+                                        i == 0 ? "" : o->names[i + 1] ? ", " : " or ",
+                                        o->names[i]);
+            if (off < errlen)
+                snprintf(err + off, errlen - off, ", got '%.200s'", v);
+        }
+        return -1;
+    }
+    snprintf(err, errlen, "internal error: bad option type");
+    return -1;
+}
+
+/* the value of <o> in <c>, in file syntax */
+static void opt_format(const struct tt_config *c, const struct opt *o,
+                       char *buf, size_t len)
+{
+    const char *field = (const char *)c + o->off;
+
+    switch (o->type) {
+    case T_STR:
+        snprintf(buf, len, "%s", field);
+        break;
+    case T_BOOL:
+        snprintf(buf, len, "%s", *(const int *)field ? "true" : "false");
+        break;
+    case T_UINT:
+        snprintf(buf, len, "%llu", load_num(field, o->size));
+        break;
+    case T_SIZE:
+        fmt_size(load_num(field, o->size), buf, len);
+        break;
+    case T_DUR:
+        fmt_duration(load_num(field, o->size), buf, len);
+        break;
+    case T_ENUM: {
+        int i = *(const int *)field, n = 0;
+        while (o->names[n])
+            n++;
+        snprintf(buf, len, "%s", i >= 0 && i < n ? o->names[i] : "?");
+        break;
+    }
+    default:
+        snprintf(buf, len, "?");
+    }
+}
+
+/* -------------------------------------------------------------- defaults */
+
+void tt_config_defaults(struct tt_config *c)
+{
+    char err[256];
+
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (opt_set(c, &opts[i], opts[i].def, err, sizeof(err)) < 0)
+            abort();    /* a bad default in opts[]: caught by the unit tests */
+}
+
+/* ------------------------------------------------------------- the file */
+
+#define LINE_MAX_BYTES 4096
+
+struct load_ctx {
+    struct tt_config *c;
+    const char *path;
+    FILE *f;
+    char *buf;              /* getline() buffer */
+    size_t bufsize;
+    int line;               /* number of the line last handed to inih */
+    char section[256];      /* current section, full (inih truncates at 50) */
+    int sect_ok;            /* current section is known */
+    int err_line;           /* 0, or the line of the first error */
+    char reason[1200];      /* "key 'K': reason" for err_line */
+    int seen[N_OPTS];       /* line where each key was set, 0 = not yet */
+    int model_seen[TT_CONFIG_SLO_MODELS];
+};
+
+static void ctx_fail(struct load_ctx *x, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void ctx_fail(struct load_ctx *x, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (x->err_line)
+        return;
+    x->err_line = x->line;
+    va_start(ap, fmt);
+    vsnprintf(x->reason, sizeof(x->reason), fmt, ap);
+    va_end(ap);
+}
+
+static int section_index(const char *name)
+{
+    for (int i = 0; i < S__COUNT; i++)
+        if (strcmp(name, sect_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/*
+ * The inih reader: hands over one line per call and keeps the line number
+ * and the current section (full length) for the handler.  Unknown sections
+ * and over-long lines are caught here; returning NULL ends the parse.
+ */
+static char *load_reader(char *str, int num, void *stream)
+{
+    struct load_ctx *x = stream;
+    ssize_t n;
+    const char *p;
+
+    if (x->err_line)
+        return NULL;
+    n = getline(&x->buf, &x->bufsize, x->f);
+    if (n < 0)
+        return NULL;
+    x->line++;
+    /* inih gives <num> bytes, NUL included, when our options took effect */
+    if (n > (num - 1 < LINE_MAX_BYTES ? num - 1 : LINE_MAX_BYTES)) {
+        ctx_fail(x, "line too long (max %d bytes)",
+                 num - 1 < LINE_MAX_BYTES ? num - 1 : LINE_MAX_BYTES);
+        return NULL;
+    }
+    if (memchr(x->buf, '\0', (size_t)n)) {
+        ctx_fail(x, "NUL byte in line");
+        return NULL;
+    }
+
+    /* section header: the name is what inih takes, '[' up to the first ']' */
+    p = x->buf;
+    if (x->line == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0)
+        p += 3;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p == '[') {
+        const char *end = strchr(p + 1, ']');
+        if (end) {
+            size_t len = (size_t)(end - p - 1);
+            if (len >= sizeof(x->section))
+                len = sizeof(x->section) - 1;
+            memcpy(x->section, p + 1, len);
+            x->section[len] = '\0';
+            x->sect_ok = 0;
+            if (section_index(x->section) >= 0) {
+                x->sect_ok = 1;
+            } else if (strncmp(x->section, SLO_MODEL_PREFIX,
+                               strlen(SLO_MODEL_PREFIX)) == 0) {
+                const char *model = x->section + strlen(SLO_MODEL_PREFIX);
+                if (*model == '\0') {
+                    ctx_fail(x, "section [%s]: missing model name, expected "
+                             "[slo.MODEL]", x->section);
+                    return NULL;
+                }
+                if (strlen(model) >= TT_SLO_MODEL_LEN) {
+                    ctx_fail(x, "section [%.200s]: model name too long "
+                             "(max %d bytes)", x->section, TT_SLO_MODEL_LEN - 1);
+                    return NULL;
+                }
+                x->sect_ok = 1;
+            } else {
+                ctx_fail(x, "section [%.200s]: unknown section (known: proxy, "
+                         "upstream, tls, admin, record, slo, slo.MODEL, "
+                         "limits)", x->section);
+                return NULL;
+            }
+        }
+    }
+    memcpy(str, x->buf, (size_t)n + 1);
+    return str;
+}
+
+/* a key of a [slo.MODEL] section */
+static int load_model_slo(struct load_ctx *x, const char *name,
+                          const char *value)
+{
+    struct tt_config *c = x->c;
+    const char *model = x->section + strlen(SLO_MODEL_PREFIX);
+    char err[1024];
+    unsigned i;
+
+    if (strcmp(name, "goodput") != 0) {
+        ctx_fail(x, "key '%.100s': unknown key in section [%.200s] (only "
+                 "goodput)", name, x->section);
+        return 0;
+    }
+    for (i = 0; i < c->n_model_slos; i++)
+        if (strcmp(c->model_slos[i].model, model) == 0)
+            break;
+    if (i < c->n_model_slos && x->model_seen[i]) {
+        ctx_fail(x, "key 'goodput': duplicate in [%.200s] (first set on line "
+                 "%d)", x->section, x->model_seen[i]);
+        return 0;
+    }
+    if (i == c->n_model_slos && i == TT_CONFIG_SLO_MODELS) {
+        ctx_fail(x, "section [%.200s]: too many [slo.MODEL] sections (max %d)",
+                 x->section, TT_CONFIG_SLO_MODELS);
+        return 0;
+    }
+    if (strlen(value) >= sizeof(c->model_slos[0].goodput)) {
+        ctx_fail(x, "key 'goodput': value too long (max %zu bytes)",
+                 sizeof(c->model_slos[0].goodput) - 1);
+        return 0;
+    }
+    if (check_goodput(value, err, sizeof(err)) < 0) {
+        ctx_fail(x, "key 'goodput': %s", err);
+        return 0;
+    }
+    if (i == c->n_model_slos) {
+        snprintf(c->model_slos[i].model, sizeof(c->model_slos[i].model), "%s",
+                 model);
+        c->n_model_slos++;
+    }
+    snprintf(c->model_slos[i].goodput, sizeof(c->model_slos[i].goodput), "%s",
+             value);
+    x->model_seen[i] = x->line;
+    return 1;
+}
+
+/* the inih handler: one key = value line; 1 to go on, 0 on error */
+static int load_handler(void *user, const char *section, const char *name,
+                        const char *value)
+{
+    struct load_ctx *x = user;
+    const struct opt *o = NULL;
+    char err[1024];
+    int si;
+    size_t i;
+
+    (void)section;          /* truncated by inih; x->section is whole */
+    if (x->err_line)
+        return 0;
+    if (x->section[0] == '\0') {
+        ctx_fail(x, "key '%.100s': outside any [section]", name);
+        return 0;
+    }
+    if (!x->sect_ok)
+        return 0;
+    si = section_index(x->section);
+    if (si < 0)
+        return load_model_slo(x, name, value);
+
+    for (i = 0; i < N_OPTS; i++)
+        if (strcmp(opts[i].key, name) == 0) {
+            o = &opts[i];
+            break;
+        }
+    if (!o) {
+        ctx_fail(x, "key '%.100s': unknown key in section [%s]", name,
+                 x->section);
+        return 0;
+    }
+    if (o->sect != si) {
+        ctx_fail(x, "key '%s': belongs in section [%s], not [%s]", name,
+                 sect_names[o->sect], x->section);
+        return 0;
+    }
+    if (x->seen[i]) {
+        ctx_fail(x, "key '%s': duplicate (first set on line %d)", name,
+                 x->seen[i]);
+        return 0;
+    }
+    if (opt_set(x->c, o, value, err, sizeof(err)) < 0) {
+        ctx_fail(x, "key '%s': %s", name, err);
+        return 0;
+    }
+    x->seen[i] = x->line;
+    return 1;
+}
+
+static char ini_comment_prefixes[] = ";#";
+
+/*
+ * Load the config text read from <f> over the values already in <c>
+ * (defaults, normally); <name> is the file name used in messages.  On error
+ * <c> may hold part of the file.  Returns 0, or -1 with <err> set to
+ * "NAME:LINE: key 'K': reason", "NAME:LINE: section [S]: reason",
+ * "NAME:LINE: syntax error ..." or "NAME: read error: ...".
+ */
+int tt_config_load_stream(struct tt_config *c, FILE *f, const char *name,
+                          char *err, size_t errlen)
+{
+    struct load_ctx *x;
+    int rc;
+
+    x = calloc(1, sizeof(*x));
+    if (!x) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    x->c = c;
+    x->path = name;
+    x->f = f;
+
+    /* libinih 55 as Debian builds it keeps its options in globals */
+    ini_allow_multiline = false;        /* an indented line is a new key */
+    ini_allow_bom = true;
+    ini_allow_inline_comments = true;   /* "key = v  # note", blank before # */
+    ini_inline_comment_prefixes = ini_comment_prefixes;
+    ini_start_comment_prefixes = ini_comment_prefixes;
+    ini_use_stack = false;
+    ini_allow_realloc = false;
+    ini_initial_alloc = LINE_MAX_BYTES + 2;
+    ini_max_line = LINE_MAX_BYTES + 2;
+    ini_stop_on_first_error = true;
+    ini_allow_no_value = false;
+
+    errno = 0;
+    rc = ini_parse_stream(load_reader, x, load_handler, x);
+    if (!x->err_line && rc == 0 && ferror(f)) {
+        snprintf(err, errlen, "%s: read error: %s", name,
+                 strerror(errno ? errno : EIO));
+        rc = -1;
+    } else if (x->err_line && (rc <= 0 || rc >= x->err_line)) {
+        snprintf(err, errlen, "%s:%d: %s", name, x->err_line, x->reason);
+        rc = -1;
+    } else if (rc > 0) {
+        snprintf(err, errlen, "%s:%d: syntax error, expected 'key = value', "
+                 "'[section]' or a comment", name, rc);
+        rc = -1;
+    } else if (rc < 0) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        rc = -1;
+    }
+    free(x->buf);
+    free(x);
+    return rc;
+}
+
+/*
+ * Load <path> over the values already in <c>.  Returns 0, or -1 with <err>
+ * set as for tt_config_load_stream(), or to "FILE: cannot open: reason".
+ */
+int tt_config_load(struct tt_config *c, const char *path, char *err,
+                   size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    int rc;
+
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    rc = tt_config_load_stream(c, f, path, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+/* ---------------------------------------------------------- command line */
+
+/* does "--<flag>" (flag given without the dashes, <len> bytes) name <key>? */
+static int flag_is(const char *flag, size_t len, const char *key)
+{
+    size_t i;
+
+    for (i = 0; i < len && key[i]; i++)
+        if (flag[i] != (key[i] == '_' ? '-' : key[i]))
+            return 0;
+    return i == len && key[i] == '\0';
+}
+
+static void flag_name(const char *key, char *buf, size_t len)
+{
+    size_t i;
+
+    snprintf(buf, len, "--%s", key);
+    for (i = 2; buf[i]; i++)
+        if (buf[i] == '_')
+            buf[i] = '-';
+}
+
+static void print_version(FILE *out)
+{
+    fprintf(out, "tokentap %s\n", TT_VERSION);
+}
+
+/*
+ * Parse the command line (see proxy/config.h).  Two passes: the first finds
+ * --config (and --help/--version, which win over everything), the second
+ * applies the flags over the file.  Returns 0 to run, 1 when help, version
+ * or the config reference was printed on stdout, -1 with <err> set to
+ * "--flag: reason" (or the file's "FILE:LINE: ..." error).
+ */
+int tt_config_args(struct tt_config *c, int argc, char **argv, char *err,
+                   size_t errlen)
+{
+    const char *config = NULL;
+    int i;
+
+    for (i = 0; i < argc; i++) {
+        const char *a = argv[i];
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            tt_config_usage(stdout);
+            return 1;
+        }
+        if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+            print_version(stdout);
+            return 1;
+        }
+        if (strcmp(a, "--print-config-reference") == 0) {
+            tt_config_reference(stdout);
+            return 1;
+        }
+    }
+
+    for (i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--config") == 0 || strncmp(a, "--config=", 9) == 0) {
+            if (config) {
+                snprintf(err, errlen, "--config: given more than once");
+                return -1;
+            }
+            if (a[8] == '=') {
+                config = a + 9;
+            } else if (i + 1 < argc) {
+                config = argv[++i];
+            } else {
+                snprintf(err, errlen, "--config: missing value (FILE)");
+                return -1;
+            }
+            if (*config == '\0') {
+                snprintf(err, errlen, "--config: empty file name");
+                return -1;
+            }
+        }
+    }
+    if (config && tt_config_load(c, config, err, errlen) < 0)
+        return -1;
+
+    for (i = 0; i < argc; i++) {
+        const char *a = argv[i], *name, *eq, *val;
+        const struct opt *o = NULL;
+        char reason[1024], flag[64];
+        size_t nlen;
+
+        if (a[0] == '-' && a[1] != '-' && a[1] != '\0') {
+            snprintf(err, errlen, "%.100s: unknown option (see --help)", a);
+            return -1;
+        }
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            snprintf(err, errlen, "unexpected argument '%.200s' (see --help)",
+                     a);
+            return -1;
+        }
+        name = a + 2;
+        eq = strchr(name, '=');
+        nlen = eq ? (size_t)(eq - name) : strlen(name);
+        if (flag_is(name, nlen, "config")) {
+            if (!eq)
+                i++;            /* its value, checked in the first pass */
+            continue;
+        }
+        for (size_t k = 0; k < N_OPTS; k++)
+            if (flag_is(name, nlen, opts[k].key)) {
+                o = &opts[k];
+                break;
+            }
+        if (!o) {
+            snprintf(err, errlen, "--%.*s: unknown option (see --help)",
+                     (int)(nlen > 100 ? 100 : nlen), name);
+            return -1;
+        }
+        flag_name(o->key, flag, sizeof(flag));
+        if (eq) {
+            val = eq + 1;
+        } else if (o->type == T_BOOL) {
+            val = "true";
+        } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+            val = argv[++i];
+        } else {
+            snprintf(err, errlen, "%s: missing value (%s)", flag, o->meta);
+            return -1;
+        }
+        if (opt_set(c, o, val, reason, sizeof(reason)) < 0) {
+            snprintf(err, errlen, "%s: %s", flag, reason);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Checks across options, after file and flags.  Returns 0, or -1 with
+ * <err> set to "--flag: reason".
+ */
+int tt_config_check(const struct tt_config *c, char *err, size_t errlen)
+{
+    struct tt_url u;
+    char reason[512];
+
+    if (c->upstream[0] == '\0') {
+        snprintf(err, errlen, "--upstream: required (the model server's URL, "
+                 "e.g. http://127.0.0.1:8000)");
+        return -1;
+    }
+    if (tt_url_parse(c->upstream, &u, reason, sizeof(reason)) < 0) {
+        snprintf(err, errlen, "--upstream: %s", reason);
+        return -1;
+    }
+    if (!u.tls) {
+        static const struct { size_t off; const char *flag; } tls_only[] = {
+            { offsetof(struct tt_config, upstream_ca), "--upstream-ca" },
+            { offsetof(struct tt_config, upstream_cert), "--upstream-cert" },
+            { offsetof(struct tt_config, upstream_key), "--upstream-key" },
+        };
+        for (size_t i = 0; i < 3; i++)
+            if (((const char *)c + tls_only[i].off)[0]) {
+                snprintf(err, errlen, "%s: needs an https:// upstream",
+                         tls_only[i].flag);
+                return -1;
+            }
+        if (c->upstream_insecure) {
+            snprintf(err, errlen, "--upstream-insecure: needs an https:// "
+                     "upstream");
+            return -1;
+        }
+    }
+    if (!!c->upstream_cert[0] != !!c->upstream_key[0]) {
+        snprintf(err, errlen, c->upstream_cert[0]
+                 ? "--upstream-key: required with --upstream-cert"
+                 : "--upstream-cert: required with --upstream-key");
+        return -1;
+    }
+    if (!!c->tls_cert[0] != !!c->tls_key[0]) {
+        snprintf(err, errlen, c->tls_cert[0]
+                 ? "--tls-key: required with --tls-cert"
+                 : "--tls-cert: required with --tls-key");
+        return -1;
+    }
+    if (c->tls_client_ca[0] && !c->tls_cert[0]) {
+        snprintf(err, errlen, "--tls-client-ca: needs --tls-cert and --tls-key");
+        return -1;
+    }
+    if (strcmp(c->admin, "off") != 0 && strcmp(c->admin, c->listen) == 0) {
+        snprintf(err, errlen, "--admin: must differ from --listen (%s)",
+                 c->listen);
+        return -1;
+    }
+    return 0;
+}
+
+int tt_config_slo_set(const struct tt_config *c, struct tt_slo_set *set,
+                      char *err, size_t errlen)
+{
+    tt_slo_set_init(set);
+    if (tt_slo_set_add(set, NULL, c->goodput, err, errlen) < 0)
+        return -1;
+    for (unsigned i = 0; i < c->n_model_slos; i++)
+        if (tt_slo_set_add(set, c->model_slos[i].model,
+                           c->model_slos[i].goodput, err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
+/* --------------------------------------------------------------- output */
+
+void tt_config_usage(FILE *out)
+{
+    fputs("Usage:\n"
+          "  tokentap [--config FILE] [--listen ADDR:PORT] --upstream URL [options]\n"
+          "  tokentap report RECORDS.jsonl [...]\n"
+          "  tokentap check-config FILE\n"
+          "  tokentap --version | --help\n"
+          "\n"
+          "A transparent recording reverse proxy for LLM inference: TTFT, ITL\n"
+          "and goodput of real traffic, on Prometheus and as JSONL records.\n"
+          "\n"
+          "Every option is also a key of the config file, in the section shown\n"
+          "(--max-header-bytes is max_header_bytes in [limits]); flags override\n"
+          "the file.  Use --flag VALUE or --flag=VALUE; booleans are bare flags.\n"
+          "Sizes take k, m or g (KiB, MiB, GiB); durations need a unit: ms, s\n"
+          "or m (10s).\n"
+          "\n"
+          "General:\n"
+          "  --config FILE                   read FILE first (see tokentap.conf)\n"
+          "  --help, -h                      this text\n"
+          "  --version, -V                   print the version\n"
+          "  --print-config-reference        print the commented reference config\n",
+          out);
+    for (int s = 0; s < S__COUNT; s++) {
+        fprintf(out, "\n[%s] %s:\n", sect_names[s], sect_help[s]);
+        for (size_t i = 0; i < N_OPTS; i++) {
+            const struct opt *o = &opts[i];
+            char left[80], flag[64];
+
+            if (o->sect != s)
+                continue;
+            flag_name(o->key, flag, sizeof(flag));
+            if (o->meta)
+                snprintf(left, sizeof(left), "%s %s", flag, o->meta);
+            else
+                snprintf(left, sizeof(left), "%s", flag);
+            if (o->def[0] && o->type != T_BOOL) {
+                if (34 + strlen(o->help) + strlen(o->def) + 11 <= 80)
+                    fprintf(out, "  %-31s %s (default %s)\n", left, o->help,
+                            o->def);
+                else
+                    fprintf(out, "  %-31s %s\n  %-31s (default %s)\n", left,
+                            o->help, "", o->def);
+            } else {
+                fprintf(out, "  %-31s %s\n", left, o->help);
+            }
+        }
+        if (s == S_SLO)
+            fprintf(out, "  %-31s per-model SLOs: [slo.MODEL] sections in the "
+                    "config file\n", "");
+    }
+    fputs("\nGoodput SPEC: space-separated TAG:VALUE, values in ms (tokens/s for\n"
+          "output_token_throughput_per_user, tokens for counts); aliases ttft,\n"
+          "ttfo, itl, tpot, e2el.  A request is good when it is not an error and\n"
+          "meets every constraint (<=, or >= for throughput).\n", out);
+}
+
+/* print every section of <c>; with <comments>, the reference layout */
+static int print_config(const struct tt_config *c, FILE *out, int comments)
+{
+    for (int s = 0; s < S__COUNT; s++) {
+        fprintf(out, "%s[%s]\n", s ? "\n" : "", sect_names[s]);
+        if (comments)
+            fprintf(out, "# %s\n", sect_help[s]);
+        for (size_t i = 0; i < N_OPTS; i++) {
+            const struct opt *o = &opts[i];
+            char val[TT_PATH_MAX + 64];
+
+            if (o->sect != s)
+                continue;
+            opt_format(c, o, val, sizeof(val));
+            if (comments)
+                fprintf(out, "\n# %s\n", o->help);
+            fprintf(out, "%s =%s%s\n", o->key, val[0] ? " " : "", val);
+        }
+    }
+    for (unsigned i = 0; i < c->n_model_slos; i++)
+        fprintf(out, "\n[" SLO_MODEL_PREFIX "%s]\ngoodput =%s%s\n",
+                c->model_slos[i].model, c->model_slos[i].goodput[0] ? " " : "",
+                c->model_slos[i].goodput);
+    return ferror(out) ? -1 : 0;
+}
+
+int tt_config_dump(const struct tt_config *c, FILE *out)
+{
+    return print_config(c, out, 0);
+}
+
+int tt_config_reference(FILE *out)
+{
+    struct tt_config c;
+
+    tt_config_defaults(&c);
+    fputs("# tokentap reference configuration: every key with its default.\n"
+          "#\n"
+          "# Generated by `tokentap --print-config-reference` from the option\n"
+          "# table in proxy/config.c; tests/unit/test_config.c checks that this\n"
+          "# file and the table agree.\n"
+          "#\n"
+          "# Syntax: [section], then key = value.  Comments start with # or ;\n"
+          "# (after a blank when on a value line).  Unknown sections and keys,\n"
+          "# keys in the wrong section, keys set twice and bad values are errors\n"
+          "# reported as FILE:LINE.  Every key has a command-line flag of the same\n"
+          "# name with dashes: max_header_bytes = 64k is --max-header-bytes 64k;\n"
+          "# flags override this file.\n"
+          "#\n"
+          "# Sizes: bytes, or with k, m or g (KiB, MiB, GiB).  Durations: an\n"
+          "# integer with a unit, ms, s or m (10s, 500ms, 5m).  Booleans: true or\n"
+          "# false.  An empty value leaves a path or URL unset.\n"
+          "\n", out);
+    print_config(&c, out, 1);
+    fputs("\n# Per-model SLOs replace [slo] goodput for requests whose \"model\" is\n"
+          "# exactly MODEL (at most 16 sections), e.g.:\n"
+          "#\n"
+          "# [slo.meta-llama/Llama-3.1-8B-Instruct]\n"
+          "# goodput = time_to_first_token:300 inter_token_latency:30\n", out);
+    return ferror(out) ? -1 : 0;
+}

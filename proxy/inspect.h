@@ -1,0 +1,40 @@
+/*
+ * The request inspector: reads the client's request body on the side (as
+ * it streams upstream, de-chunked) and, when the body is complete, fills the
+ * request facts the response cannot tell: r->model, r->stream,
+ * r->include_usage, r->max_tokens.  Called by proxy/conn.c; owns a bounded
+ * copy of the body.
+ *
+ * Bodies over <cap> bytes, bodies that do not start with '{' and bodies that
+ * do not parse leave the fields absent (Gemini's model and streaming, and
+ * TGI's streaming, come from the path and are filled regardless).
+ */
+#ifndef TT_INSPECT_H
+#define TT_INSPECT_H
+
+#include <stddef.h>
+#include "metrics/request.h"
+
+#define TT_INSPECT_CAP_DEFAULT (1024u * 1024)
+
+struct tt_inspect {
+    char   *buf;            /* body so far; owned */
+    size_t  len, alloc;
+    size_t  cap;            /* give up beyond this many bytes */
+    int     gave_up;        /* too big, not JSON, or out of memory */
+    int     started;        /* first non-whitespace byte seen */
+};
+
+/* <cap> 0 = TT_INSPECT_CAP_DEFAULT */
+void tt_inspect_init(struct tt_inspect *in, size_t cap);
+/* body bytes, in order */
+void tt_inspect_feed(struct tt_inspect *in, const char *buf, size_t len);
+/*
+ * The body is complete: fill <r>'s model, stream, include_usage and
+ * max_tokens.  Uses r->path, and r->api (detected from r->path when it is
+ * TT_API_OTHER).  The buffer is released; tt_inspect_free() is still safe.
+ */
+void tt_inspect_finish(struct tt_inspect *in, struct tt_request *r);
+void tt_inspect_free(struct tt_inspect *in);
+
+#endif

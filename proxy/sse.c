@@ -1,0 +1,252 @@
+/*
+ * Incremental text/event-stream decoder, see sse.h.  Called by
+ * proxy/stream.c; owns nothing beyond its two reusable buffers.
+ *
+ * Follows the WHATWG "event stream interpretation": lines end with CRLF, LF
+ * or CR (a CR at the end of one feed and an LF at the start of the next are
+ * one line end: the <cr> flag remembers it); a line starting with ':' is a
+ * comment; "field: value" drops one space after the colon; a line without a
+ * colon is a field with an empty value; data lines are joined with LF; an
+ * empty line dispatches the event when at least one data field was seen;
+ * "id" and "retry" are accepted and ignored; unknown fields are ignored.
+ * A UTF-8 BOM at the very start of the stream is dropped.
+ *
+ * Complete lines inside one feed are processed in place; only a line cut by
+ * the end of a feed is copied into <line>.
+ */
+#include "proxy/sse.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const unsigned char bom_bytes[3] = { 0xEF, 0xBB, 0xBF };
+
+enum { SKIP_NONE = 0, SKIP_OVERSIZE, SKIP_COMMENT };
+
+void tt_sse_init(struct tt_sse *d, size_t max_event)
+{
+    memset(d, 0, sizeof(*d));
+    d->max_event = max_event ? max_event : TT_SSE_MAX_EVENT_DEFAULT;
+}
+
+void tt_sse_free(struct tt_sse *d)
+{
+    free(d->line);
+    free(d->data);
+    d->line = d->data = NULL;
+    d->line_cap = d->data_cap = 0;
+    d->line_len = d->data_len = 0;
+}
+
+/* make room for <need> bytes in *<buf>; 0 or -1 when out of memory */
+static int reserve(char **buf, size_t *cap, size_t need)
+{
+    size_t n;
+    char *p;
+
+    if (need <= *cap)
+        return 0;
+    n = *cap ? *cap : 256;
+    while (n < need)
+        n *= 2;
+    p = realloc(*buf, n);
+    if (p == NULL)
+        return -1;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+static void reset_event(struct tt_sse *d)
+{
+    d->data_len = 0;
+    d->has_data = 0;
+    d->name_len = 0;
+    d->name[0] = '\0';
+}
+
+/* the current event is too big: drop it and ignore lines up to its end */
+static void oversize(struct tt_sse *d)
+{
+    if (!d->skip_event)
+        d->oversize++;
+    d->skip_event = 1;
+    reset_event(d);
+}
+
+static void dispatch(struct tt_sse *d, tt_sse_cb cb, void *ctx)
+{
+    struct tt_sse_event ev;
+
+    if (d->skip_event) {
+        d->skip_event = 0;
+        reset_event(d);
+        return;
+    }
+    if (!d->has_data) {
+        reset_event(d);
+        return;
+    }
+    /* the data buffer ends with the LF appended after the last data line */
+    d->data_len--;
+    d->data[d->data_len] = '\0';
+    ev.name = d->name;
+    ev.name_len = d->name_len;
+    ev.data = d->data;
+    ev.data_len = d->data_len;
+    d->dispatched++;
+    cb(ctx, &ev);
+    reset_event(d);
+}
+
+static void process_line(struct tt_sse *d, const char *s, size_t n,
+                         tt_sse_cb cb, void *ctx)
+{
+    const char *colon, *val;
+    size_t flen, vlen;
+
+    if (n == 0) {
+        dispatch(d, cb, ctx);
+        return;
+    }
+    if (d->skip_event || s[0] == ':')
+        return;
+    colon = memchr(s, ':', n);
+    if (colon != NULL) {
+        flen = (size_t)(colon - s);
+        val = colon + 1;
+        vlen = n - flen - 1;
+        if (vlen > 0 && val[0] == ' ') {
+            val++;
+            vlen--;
+        }
+    } else {
+        flen = n;
+        val = s + n;
+        vlen = 0;
+    }
+    if (flen == 4 && memcmp(s, "data", 4) == 0) {
+        /* value + LF + the NUL written at dispatch */
+        if (vlen > d->max_event || d->data_len + vlen + 1 > d->max_event ||
+            reserve(&d->data, &d->data_cap, d->data_len + vlen + 2) < 0) {
+            oversize(d);
+            return;
+        }
+        memcpy(d->data + d->data_len, val, vlen);
+        d->data_len += vlen;
+        d->data[d->data_len++] = '\n';
+        d->has_data = 1;
+    } else if (flen == 5 && memcmp(s, "event", 5) == 0) {
+        if (vlen > TT_SSE_EVENT_NAME_MAX)
+            vlen = TT_SSE_EVENT_NAME_MAX;
+        memcpy(d->name, val, vlen);
+        d->name[vlen] = '\0';
+        d->name_len = vlen;
+    }
+    /* "id", "retry" and unknown fields: ignored */
+}
+
+/* keep the start of a line cut by the end of a feed */
+static void keep_partial(struct tt_sse *d, const char *s, size_t n)
+{
+    if (n == 0 || d->skip_line != SKIP_NONE)
+        return;
+    if (d->line_len == 0 && s[0] == ':') {
+        d->skip_line = SKIP_COMMENT;    /* comments are never needed */
+        return;
+    }
+    if (d->skip_event) {
+        d->skip_line = SKIP_OVERSIZE;   /* the event is dropped anyway */
+        return;
+    }
+    if (n > d->max_event || d->line_len + n + d->data_len > d->max_event ||
+        reserve(&d->line, &d->line_cap, d->line_len + n) < 0) {
+        d->line_len = 0;
+        d->skip_line = SKIP_OVERSIZE;
+        oversize(d);
+        return;
+    }
+    memcpy(d->line + d->line_len, s, n);
+    d->line_len += n;
+}
+
+static void feed_bytes(struct tt_sse *d, const char *p, size_t len,
+                       tt_sse_cb cb, void *ctx)
+{
+    const char *end = p + len;
+
+    while (p < end) {
+        const char *q;
+
+        if (d->cr) {
+            d->cr = 0;
+            if (*p == '\n') {
+                p++;
+                continue;
+            }
+        }
+        for (q = p; q < end && *q != '\n' && *q != '\r'; q++)
+            ;
+        if (q == end) {
+            keep_partial(d, p, (size_t)(q - p));
+            return;
+        }
+        if (*q == '\r')
+            d->cr = 1;
+        if (d->skip_line != SKIP_NONE) {
+            d->skip_line = SKIP_NONE;   /* the dropped line ends here */
+        } else if (d->line_len == 0) {
+            process_line(d, p, (size_t)(q - p), cb, ctx);
+        } else {
+            keep_partial(d, p, (size_t)(q - p));
+            if (d->skip_line != SKIP_NONE)
+                d->skip_line = SKIP_NONE;
+            else
+                process_line(d, d->line, d->line_len, cb, ctx);
+            d->line_len = 0;
+        }
+        p = q + 1;
+    }
+}
+
+void tt_sse_feed(struct tt_sse *d, const char *buf, size_t len,
+                 tt_sse_cb cb, void *ctx)
+{
+    const char *p = buf, *end = buf + len;
+
+    while (d->bom < 3 && p < end) {
+        if ((unsigned char)*p == bom_bytes[d->bom]) {
+            d->bom++;
+            p++;
+            continue;
+        }
+        /* not a BOM after all: the matched bytes are content */
+        {
+            size_t n = d->bom;
+            d->bom = 3;
+            feed_bytes(d, (const char *)bom_bytes, n, cb, ctx);
+        }
+    }
+    if (p < end)
+        feed_bytes(d, p, (size_t)(end - p), cb, ctx);
+}
+
+void tt_sse_finish(struct tt_sse *d, int flush, tt_sse_cb cb, void *ctx)
+{
+    if (d->bom > 0 && d->bom < 3) {
+        size_t n = d->bom;
+        d->bom = 3;
+        feed_bytes(d, (const char *)bom_bytes, n, cb, ctx);
+    }
+    if (flush) {
+        if (d->line_len > 0 && d->skip_line == SKIP_NONE)
+            process_line(d, d->line, d->line_len, cb, ctx);
+        dispatch(d, cb, ctx);
+    }
+    d->line_len = 0;
+    d->skip_line = SKIP_NONE;
+    d->skip_event = 0;
+    d->cr = 0;
+    d->bom = 0;
+    reset_event(d);
+}

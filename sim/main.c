@@ -1,0 +1,295 @@
+/*
+ * tokentap-sim entry point: command line, the listening socket, the TLS
+ * context, SIGTERM/SIGINT, and the process-wide counters behind GET /stats.
+ * Connections are handed to sim/conn.c as soon as they are accepted.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <arpa/inet.h>
+
+#include <event2/listener.h>
+#include <openssl/err.h>
+
+#include "sim/sim.h"
+
+struct sim_server sim_srv;
+
+uint64_t sim_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void sim_count_path(const char *path, size_t len)
+{
+    int i;
+
+    if (len >= sizeof(sim_srv.paths[0].path))
+        len = sizeof(sim_srv.paths[0].path) - 1;
+    for (i = 0; i < sim_srv.npaths; i++) {
+        if (strlen(sim_srv.paths[i].path) == len &&
+            memcmp(sim_srv.paths[i].path, path, len) == 0) {
+            sim_srv.paths[i].n++;
+            return;
+        }
+    }
+    if (sim_srv.npaths == SIM_MAX_PATHS)
+        return;   /* a test server; 64 distinct paths is plenty */
+    memcpy(sim_srv.paths[i].path, path, len);
+    sim_srv.paths[i].path[len] = '\0';
+    sim_srv.paths[i].n = 1;
+    sim_srv.npaths++;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: tokentap-sim --listen HOST:PORT [--tls-cert FILE --tls-key FILE\n"
+"                    [--tls-client-ca FILE]] [--log]\n"
+"\n"
+"A simulated LLM server for tests, the demo and benchmarks.  Serves the\n"
+"OpenAI (chat, completions, responses), Anthropic, Gemini, Ollama and TGI\n"
+"dialects, streaming and not; behaviour is chosen per request by a JSON\n"
+"object \"sim\" in the request body (see docs/simulator.md).\n"
+"\n"
+"  --listen HOST:PORT     address to listen on; port 0 picks a free port.\n"
+"                         Prints \"listening on HOST:PORT\" once ready.\n"
+"  --tls-cert FILE        serve HTTPS with this certificate (PEM chain)\n"
+"  --tls-key FILE         and this private key\n"
+"  --tls-client-ca FILE   require client certificates signed by this CA\n"
+"  --log                  one line per request on stderr\n"
+"  --help                 this text\n"
+"\n"
+"Other endpoints: GET /health, GET /stats, POST /stats/reset, POST /echo,\n"
+"ANY /echo/headers.  SIGTERM or SIGINT exits 0.\n");
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig; (void)what; (void)arg;
+    event_base_loopbreak(sim_srv.base);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
+                      struct sockaddr *sa, int salen, void *arg)
+{
+    (void)l; (void)sa; (void)salen; (void)arg;
+    sim_conn_accept(fd);
+}
+
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    int err = EVUTIL_SOCKET_ERROR();
+    (void)l; (void)arg;
+    /* EMFILE and friends: keep serving the connections we have */
+    fprintf(stderr, "tokentap-sim: accept: %s\n",
+            evutil_socket_error_to_string(err));
+}
+
+static SSL_CTX *tls_setup(const char *cert, const char *key, const char *ca)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+    if (!ctx)
+        return NULL;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+        fprintf(stderr, "tokentap-sim: --tls-cert %s: cannot load\n", cert);
+        goto fail;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ctx) != 1) {
+        fprintf(stderr, "tokentap-sim: --tls-key %s: cannot load or does not "
+                "match the certificate\n", key);
+        goto fail;
+    }
+    if (ca) {
+        STACK_OF(X509_NAME) *names;
+        if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
+            fprintf(stderr, "tokentap-sim: --tls-client-ca %s: cannot load\n",
+                    ca);
+            goto fail;
+        }
+        names = SSL_load_client_CA_file(ca);
+        if (names)
+            SSL_CTX_set_client_CA_list(ctx, names);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER |
+                           SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    }
+    return ctx;
+fail:
+    ERR_print_errors_fp(stderr);
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+/* "127.0.0.1:8080", "[::1]:0", ":8080" (all IPv4 interfaces); 0 or -1 */
+static int parse_listen(const char *s, struct sockaddr_storage *ss, int *sl)
+{
+    const char *colon = strrchr(s, ':');
+    char host[INET6_ADDRSTRLEN + 2], *end;
+    size_t hl;
+    long port;
+
+    if (!colon || !colon[1])
+        return -1;
+    port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535)
+        return -1;
+    hl = (size_t)(colon - s);
+    if (hl >= 2 && s[0] == '[' && s[hl - 1] == ']') {
+        s++;
+        hl -= 2;
+    }
+    if (hl >= sizeof(host))
+        return -1;
+    memcpy(host, s, hl);
+    host[hl] = '\0';
+    memset(ss, 0, sizeof(*ss));
+    if (hl == 0 || inet_pton(AF_INET, host, &((struct sockaddr_in *)ss)->sin_addr) == 1) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)port);
+        *sl = sizeof(*s4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)ss)->sin6_addr) == 1) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        *sl = sizeof(*s6);
+        return 0;
+    }
+    if (!strcmp(host, "localhost")) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        s4->sin_port = htons((uint16_t)port);
+        *sl = sizeof(*s4);
+        return 0;
+    }
+    return -1;
+}
+
+static void print_listening(evutil_socket_t fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char host[INET6_ADDRSTRLEN];
+
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        perror("tokentap-sim: getsockname");
+        exit(1);
+    }
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+        printf("listening on [%s]:%u\n", host, ntohs(s6->sin6_port));
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+        printf("listening on %s:%u\n", host, ntohs(s4->sin_port));
+    }
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    const char *listen_at = NULL, *cert = NULL, *key = NULL, *ca = NULL;
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss), i;
+    struct event_config *cfg;
+    struct evconnlistener *lis;
+    struct event *sigterm, *sigint;
+
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--log")) {
+            sim_srv.log = 1;
+            continue;
+        } else if (!strcmp(a, "--listen")) {
+            dst = &listen_at;
+        } else if (!strcmp(a, "--tls-cert")) {
+            dst = &cert;
+        } else if (!strcmp(a, "--tls-key")) {
+            dst = &key;
+        } else if (!strcmp(a, "--tls-client-ca")) {
+            dst = &ca;
+        } else {
+            fprintf(stderr, "tokentap-sim: unknown option %s (try --help)\n", a);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "tokentap-sim: %s needs a value\n", a);
+            return 2;
+        }
+        *dst = argv[++i];
+    }
+    if (!listen_at) {
+        fprintf(stderr, "tokentap-sim: --listen HOST:PORT is required\n");
+        return 2;
+    }
+    if (parse_listen(listen_at, &ss, &sl) != 0) {
+        fprintf(stderr, "tokentap-sim: --listen %s: not HOST:PORT\n", listen_at);
+        return 2;
+    }
+    if ((cert && !key) || (!cert && key) || (ca && !cert)) {
+        fprintf(stderr, "tokentap-sim: --tls-cert and --tls-key go together "
+                "(and --tls-client-ca needs them)\n");
+        return 2;
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    if (cert && !(sim_srv.ssl = tls_setup(cert, key, ca)))
+        return 2;
+
+    /* precise timers: CLOCK_MONOTONIC and timerfd, not the 4 ms coarse clock */
+    cfg = event_config_new();
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    sim_srv.base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    if (!sim_srv.base) {
+        fprintf(stderr, "tokentap-sim: cannot create the event loop\n");
+        return 1;
+    }
+
+    lis = evconnlistener_new_bind(sim_srv.base, on_accept, NULL,
+                                  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+                                  LEV_OPT_CLOSE_ON_EXEC, 1024,
+                                  (struct sockaddr *)&ss, sl);
+    if (!lis) {
+        fprintf(stderr, "tokentap-sim: --listen %s: %s\n", listen_at,
+                strerror(errno));
+        return 1;
+    }
+    evconnlistener_set_error_cb(lis, on_accept_error);
+
+    sigterm = evsignal_new(sim_srv.base, SIGTERM, on_signal, NULL);
+    sigint = evsignal_new(sim_srv.base, SIGINT, on_signal, NULL);
+    event_add(sigterm, NULL);
+    event_add(sigint, NULL);
+
+    print_listening(evconnlistener_get_fd(lis));
+    event_base_dispatch(sim_srv.base);
+
+    evconnlistener_free(lis);
+    sim_conn_free_all();
+    event_free(sigterm);
+    event_free(sigint);
+    event_base_free(sim_srv.base);
+    if (sim_srv.ssl)
+        SSL_CTX_free(sim_srv.ssl);
+    return 0;
+}

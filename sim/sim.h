@@ -1,0 +1,222 @@
+/*
+ * tokentap-sim: a simulated model server for tests, the demo and benchmarks.
+ * This header holds the types shared by its four files:
+ *
+ *   sim/main.c     command line, listener, TLS context, signals, counters
+ *   sim/conn.c     one client connection: request parsing (llhttp), routing,
+ *                  the plain endpoints (/health /stats /echo, 404, upgrade),
+ *                  keep-alive, the write pump that splits bytes, and how a
+ *                  response ends (keep-alive, close, truncate, RST)
+ *   sim/resp.c     one generated or replayed response: the "sim" options,
+ *                  the event schedule on absolute timer targets, faults
+ *   sim/dialect.c  THE table of API dialects and their event emitters
+ *
+ * Data path: client bytes -> conn.c (llhttp) -> sim_resp_start() -> timers
+ * -> dialect emitters -> sim_resp_event() (chunk framing) -> sim_conn_write()
+ * -> outq -> pump (split none|random|byte) -> bufferevent -> socket.
+ */
+#ifndef SIM_H
+#define SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+#include <event2/event.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <openssl/ssl.h>
+
+/* ---- process-wide state (sim/main.c) ------------------------------------ */
+
+struct sim_conn;
+
+struct sim_path_count {
+    char path[96];
+    uint64_t n;
+};
+
+#define SIM_MAX_PATHS 64
+
+struct sim_server {
+    struct event_base *base;
+    SSL_CTX *ssl;                 /* NULL = plain HTTP */
+    int log;                      /* --log: one line per request on stderr */
+    struct sim_conn *conns;       /* every open connection (owned) */
+    uint64_t requests;            /* requests received, GET /stats excluded */
+    uint64_t connections;         /* connections accepted */
+    uint64_t aborted;             /* peer closed while a response was in progress */
+    uint64_t completed;           /* responses that ended as the options asked */
+    uint64_t open;                /* connections open now */
+    uint64_t next_id;             /* response ids */
+    struct sim_path_count paths[SIM_MAX_PATHS];
+    int npaths;
+};
+
+extern struct sim_server sim_srv;
+
+uint64_t sim_now_ns(void);        /* CLOCK_MONOTONIC */
+void sim_count_path(const char *path, size_t len);
+
+/* ---- connection (sim/conn.c) --------------------------------------------- */
+
+enum sim_split { SIM_SPLIT_NONE = 0, SIM_SPLIT_RANDOM, SIM_SPLIT_BYTE };
+
+/* how a response ends once every queued byte reached the socket */
+enum sim_end {
+    SIM_END_NONE = 0,
+    SIM_END_KEEPALIVE,   /* next request on the same connection */
+    SIM_END_CLOSE,       /* orderly close (close-delimited body, Connection: close) */
+    SIM_END_TRUNCATE,    /* close mid-body (FIN, no TLS close_notify) */
+    SIM_END_RESET        /* RST: SO_LINGER 0 then close */
+};
+
+/* one parsed request header */
+struct sim_hdr {
+    char *name;
+    char *value;
+};
+
+/* a parsed request; owned by its connection, valid until the response ends */
+struct sim_req {
+    char *method;
+    char *url;                    /* as received, query string included */
+    size_t path_len;              /* url[0..path_len) is the path */
+    struct sim_hdr *hdrs;
+    int nhdrs;
+    struct evbuffer *body;        /* de-chunked body */
+    int chunked;                  /* request body came chunked */
+    int keep_alive;               /* llhttp_should_keep_alive() */
+    int http_minor;
+    unsigned conn_requests;       /* 1 for the first request on the connection */
+};
+
+const char *sim_req_header(const struct sim_req *q, const char *name);
+
+void sim_conn_accept(evutil_socket_t fd);
+/* queue response bytes; they reach the socket split as <split> says */
+void sim_conn_write(struct sim_conn *c, const void *p, size_t n);
+void sim_conn_set_split(struct sim_conn *c, enum sim_split split, uint64_t seed);
+/* end the response in progress once every queued byte is written */
+void sim_conn_end(struct sim_conn *c, enum sim_end how);
+/* write a status line and headers: <clen> >= 0 gives Content-Length, -1 =
+ * chunked, -2 = close-delimited; <extra> is "" or "Name: v\r\n..." */
+void sim_conn_head(struct sim_conn *c, int status, const char *ctype,
+                   long long clen, int keep_alive, const char *extra);
+/* a complete small response with a body */
+void sim_conn_reply(struct sim_conn *c, int status, const char *ctype,
+                    const char *body, size_t len, int keep_alive);
+void sim_conn_reply_error(struct sim_conn *c, int status, const char *msg,
+                          int keep_alive);
+void sim_conn_free_all(void);
+
+/* ---- generated responses (sim/resp.c) ------------------------------------ */
+
+/* which field carries reasoning; each dialect reads the values it knows */
+enum sim_rfield {
+    SIM_RF_DEFAULT = 0,
+    SIM_RF_REASONING_CONTENT,     /* openai chat: delta.reasoning_content */
+    SIM_RF_REASONING,             /* openai chat: delta.reasoning */
+    SIM_RF_THINK_TAGS,            /* <think>..</think> inside the answer text */
+    SIM_RF_REASONING_TEXT,        /* responses: response.reasoning_text.delta */
+    SIM_RF_SUMMARY                /* responses: reasoning_summary_text.delta */
+};
+
+/* the request's "sim" object, defaults filled in (see docs/simulator.md) */
+struct sim_opts {
+    int ttft_ms;
+    int reasoning_tokens;
+    int tokens;
+    int gap_ms;
+    int tokens_per_event;
+    int prompt_tokens;
+    int usage;                    /* -1 = dialect default */
+    int role_chunk;
+    enum sim_rfield rfield;
+    int status;
+    int error_after;              /* -1 = off */
+    int truncate_after;
+    int reset_after;
+    int drop_terminal;
+    int hang;
+    int headers_delay_ms;
+    int chunked;
+    enum sim_split split;
+    uint64_t seed;
+    char *replay;                 /* owned, NULL = generate */
+};
+
+struct sim_resp;
+
+/*
+ * Start answering a generation request routed to dialect <d> (NULL for a
+ * plain request that carries a "replay").  Parses the JSON body; replies 400
+ * itself on bad "sim" values.  The response is owned by <c> and freed by
+ * sim_resp_free() when the connection ends it.
+ */
+struct sim_dialect;
+struct sim_resp *sim_resp_start(struct sim_conn *c, struct sim_req *q,
+                                const struct sim_dialect *d, int stream_rule);
+void sim_resp_free(struct sim_resp *r);
+
+/* ---- dialects (sim/dialect.c) --------------------------------------------- */
+
+/* the generation state an emitter reads and updates */
+struct sim_gen {
+    struct sim_resp *resp;        /* where events go (borrowed) */
+    const struct sim_opts *o;
+    const char *model;            /* echoed back */
+    char id[48];
+    long long created;            /* unix seconds */
+    int usage;                    /* resolved: report a usage event/field */
+    int r_done, a_done;           /* reasoning/answer tokens already emitted */
+    int block;                    /* open output block: 0 none, 1 reasoning, 2 answer */
+    int nblocks;                  /* blocks opened so far (anthropic index) */
+    int seq;                      /* responses: sequence_number */
+    int finished_inline;          /* the last token event carried the finish */
+};
+
+/* queue one event (one write, one chunk when chunked) */
+void sim_resp_event(struct sim_resp *r, const char *p, size_t n);
+
+/* how a route decides between streaming and one JSON body */
+enum sim_stream_rule {
+    SIM_STREAM_BODY = 0,          /* "stream" in the body, default false */
+    SIM_STREAM_BODY_TRUE,         /* "stream" in the body, default true (ollama) */
+    SIM_STREAM_ALWAYS,            /* by path */
+    SIM_STREAM_NEVER
+};
+
+struct sim_route {
+    const char *pattern;          /* exact path; '*' matches one segment part */
+    enum sim_stream_rule stream;
+};
+
+/*
+ * One API dialect.  Emitters queue events with sim_resp_event(); NULL
+ * emitters send nothing.  token(): <reasoning> 1 for reasoning text, <text>
+ * the event's text, <ntok> tokens in it, <last> 1 on the final token event.
+ */
+struct sim_dialect {
+    const char *name;                     /* SPEC 5 api name */
+    struct sim_route routes[5];           /* pattern NULL ends the list */
+    const char *stream_ctype;
+    int usage_default_include;            /* 1: usage unless sim.usage=false */
+    void (*head)(struct sim_gen *g);
+    void (*token)(struct sim_gen *g, int reasoning, const char *text,
+                  int ntok, int last);
+    void (*finish)(struct sim_gen *g);
+    void (*usage)(struct sim_gen *g);
+    void (*error)(struct sim_gen *g);
+    void (*terminal)(struct sim_gen *g);
+    cJSON *(*whole)(struct sim_gen *g);   /* the non-streaming body */
+};
+
+/* the dialect serving <path> (no query string), or NULL */
+const struct sim_dialect *sim_dialect_route(const char *path, size_t len,
+                                            enum sim_stream_rule *rule);
+/* "tok3 tok4 " / "think0 ": <n> words from index <from> appended to <b> */
+void sim_words(struct evbuffer *b, int reasoning, int from, int n);
+/* all words of a kind as a malloc'ed string */
+char *sim_words_str(int reasoning, int from, int n);
+
+#endif

@@ -1,0 +1,33 @@
+#!/bin/sh
+# The whole test suite, as `make test` runs it: unit tests (cmocka) and
+# integration tests (simulator + proxy on loopback), first on the release
+# build, then on an AddressSanitizer/UndefinedBehaviorSanitizer build.
+# Ends with one line: "N passed, N failed" (and skipped, when any).
+# TT_SAN=0 skips the sanitizer pass (make check).
+set -u
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+
+suite() {
+    name=$1 build=$2 flags=$3
+    echo "== $name build ($build)"
+    if ! make -s -j"$jobs" $flags all unit >/dev/null; then
+        echo "FAIL build ($name)"
+        echo "0 1 0" >>"$results"
+        return
+    fi
+    python3 tests/runner.py --build "$build" --summary "$results" --label "$name"
+}
+
+suite release build ""
+if [ "${TT_SAN:-1}" != 0 ]; then
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        suite sanitizers build-san "SAN=1"
+fi
+awk '{p+=$1; f+=$2; s+=$3} END {
+    if (s > 0) printf "%d passed, %d failed, %d skipped\n", p, f, s;
+    else printf "%d passed, %d failed\n", p, f;
+    exit (f > 0 || p == 0) }' "$results"

@@ -1,0 +1,399 @@
+/*
+ * Unit tests of metrics/agg.c: counters, histograms, the capped model
+ * label, merging workers, /stats goodput, and the Prometheus text checked
+ * by `promtool check metrics` (skipped when promtool is not installed).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <event2/buffer.h>
+
+#include "metrics/agg.h"
+#include "metrics/clock.h"
+#include "metrics/slo.h"
+
+#define MS 1000000ull
+#define T0 9000000000ull
+#define PROMTOOL "/usr/bin/promtool"
+
+/* a streamed answer: first token at <ttft_ms>, <n> tokens <gap_ms> apart */
+static void stream_req(struct tt_request *r, const char *model,
+                       uint64_t ttft_ms, unsigned n, uint64_t gap_ms)
+{
+    tt_request_init(r);
+    r->t0 = T0;
+    r->start_wall_ns = 1;
+    r->status = 200;
+    r->api = TT_API_OPENAI_CHAT;
+    snprintf(r->model, sizeof(r->model), "%s", model);
+    r->s.streaming = 1;
+    r->s.terminal = 1;
+    r->s.usage_input = 100;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t t = T0 + (ttft_ms + i * gap_ms) * MS;
+        tt_request_token(r, t);
+        if (i == 0)
+            r->ts[TT_TS_FIRST_TOKEN] = r->ts[TT_TS_FIRST_OUTPUT_TOKEN] = t;
+        if (i == 1)
+            r->ts[TT_TS_SECOND_TOKEN] = t;
+        r->ts[TT_TS_LAST_TOKEN] = t;
+        r->s.token_events++;
+        r->s.answer_events++;
+    }
+    r->ts[TT_TS_RESPONSE_COMPLETE] = r->ts[TT_TS_LAST_TOKEN] + MS;
+}
+
+static void observe(struct tt_agg *a, struct tt_request *r,
+                    const struct tt_slo *slo, uint64_t now)
+{
+    struct tt_metric_values m;
+    struct tt_slo_result res;
+    tt_metrics_compute(r, &m, NULL);
+    if (slo != NULL)
+        tt_slo_judge(slo, &m, tt_request_outcome(r) != TT_OUT_OK, &res);
+    assert_int_equal(tt_agg_observe_at(a, r, &m, slo ? &res : NULL, now), 0);
+}
+
+static char *text_of(struct evbuffer *b)
+{
+    size_t n = evbuffer_get_length(b);
+    char *p = malloc(n + 1);
+    evbuffer_remove(b, p, n);
+    p[n] = '\0';
+    return p;
+}
+
+static char *prom(struct tt_agg *const *aggs, unsigned n)
+{
+    struct evbuffer *b = evbuffer_new();
+    assert_int_equal(tt_agg_prometheus_many(aggs, n, b), 0);
+    char *p = text_of(b);
+    evbuffer_free(b);
+    return p;
+}
+
+/* 1 when <line> (a whole line) is in <text> */
+static int has_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = strstr(text, line); p; p = strstr(p + 1, line))
+        if ((p == text || p[-1] == '\n') && p[n] == '\n')
+            return 1;
+    return 0;
+}
+
+/* run promtool on <text>; 1 ok, 0 rejected (output printed), -1 missing */
+static int promtool_ok(const char *text)
+{
+    if (access(PROMTOOL, X_OK) != 0)
+        return -1;
+    char in[] = "/tmp/tt_prom_XXXXXX";
+    int fd = mkstemp(in);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), PROMTOOL " check metrics < %s 2>&1", in);
+    FILE *p = popen(cmd, "r");
+    char out[4096];
+    size_t k = fread(out, 1, sizeof(out) - 1, p);
+    out[k] = '\0';
+    int st = pclose(p);
+    unlink(in);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        print_error("promtool: %s\n", out);
+        return 0;
+    }
+    return 1;
+}
+
+static void test_goodput_ten_requests(void **state)
+{
+    struct tt_agg *a = tt_agg_new(NULL);
+    struct tt_slo slo;
+    char err[128];
+    (void)state;
+
+    assert_non_null(a);
+    /* the windows run on the real monotonic clock from tt_agg_new */
+    uint64_t base = tt_now_mono();
+    assert_int_equal(tt_slo_parse("time_to_first_token:500", &slo, err, sizeof(err)), 0);
+    for (int i = 0; i < 10; i++) {
+        struct tt_request r;
+        /* three miss the TTFT SLO of 500 ms, one exactly at the limit */
+        uint64_t ttft = i < 3 ? 700 + (uint64_t)i : i == 3 ? 500 : 200;
+        stream_req(&r, "llama", ttft, 20, 25);
+        observe(a, &r, &slo, base + 10000 * MS);
+        tt_request_reset(&r);
+    }
+    char *t = prom(&a, 1);
+    assert_true(has_line(t, "tokentap_good_requests_total{upstream=\"primary\",api=\"openai.chat\",model=\"llama\"} 7"));
+    assert_true(has_line(t, "tokentap_slo_violations_total{upstream=\"primary\",api=\"openai.chat\",model=\"llama\",metric=\"time_to_first_token\"} 3"));
+    assert_true(has_line(t, "tokentap_requests_total{upstream=\"primary\",api=\"openai.chat\",model=\"llama\",outcome=\"ok\"} 10"));
+    assert_true(has_line(t, "tokentap_time_to_first_token_seconds_bucket{upstream=\"primary\",api=\"openai.chat\",model=\"llama\",le=\"0.5\"} 7"));
+    assert_true(has_line(t, "tokentap_time_to_first_token_seconds_bucket{upstream=\"primary\",api=\"openai.chat\",model=\"llama\",le=\"+Inf\"} 10"));
+    assert_true(has_line(t, "tokentap_time_to_first_token_seconds_count{upstream=\"primary\",api=\"openai.chat\",model=\"llama\"} 10"));
+    /* 19 gaps of 25 ms per request, all in the le=0.025 bucket */
+    assert_true(has_line(t, "tokentap_inter_chunk_latency_seconds_bucket{upstream=\"primary\",api=\"openai.chat\",model=\"llama\",le=\"0.025\"} 190"));
+    assert_true(has_line(t, "tokentap_inter_chunk_latency_seconds_bucket{upstream=\"primary\",api=\"openai.chat\",model=\"llama\",le=\"0.02\"} 0"));
+    assert_true(has_line(t, "tokentap_tokens_total{upstream=\"primary\",api=\"openai.chat\",model=\"llama\",type=\"input\"} 1000"));
+    assert_true(has_line(t, "tokentap_tokens_total{upstream=\"primary\",api=\"openai.chat\",model=\"llama\",type=\"output\"} 200"));
+    assert_true(has_line(t, "tokentap_token_events_total{upstream=\"primary\",api=\"openai.chat\",model=\"llama\"} 200"));
+    int ok = promtool_ok(t);
+    free(t);
+    if (ok == 0)
+        fail_msg("promtool rejected the exposition");
+
+    /* /stats: good 7 of 10, fraction 0.7, over the since-start window */
+    struct evbuffer *b = evbuffer_new();
+    assert_int_equal(tt_agg_stats_json_at(&a, 1, b, base + 10000 * MS), 0);
+    char *js = text_of(b);
+    evbuffer_free(b);
+    cJSON *j = cJSON_Parse(js);
+    assert_non_null(j);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "slo_configured")));
+    cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "windows"), "1m");
+    assert_non_null(w);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(w, "requests"), "ok")->valueint, 10);
+    assert_int_equal(cJSON_GetObjectItem(w, "good_requests")->valueint, 7);
+    assert_true(fabs(cJSON_GetObjectItem(w, "good_request_fraction")->valuedouble - 0.7) < 1e-12);
+    double dur = cJSON_GetObjectItem(w, "duration_s")->valuedouble;
+    assert_true(dur > 0);
+    assert_true(fabs(cJSON_GetObjectItem(w, "goodput")->valuedouble - 7 / dur) < 1e-9);
+    assert_true(fabs(cJSON_GetObjectItem(w, "request_throughput")->valuedouble - 10 / dur) < 1e-9);
+    cJSON *ttft = cJSON_GetObjectItem(cJSON_GetObjectItem(w, "metrics"), "time_to_first_token");
+    assert_int_equal(cJSON_GetObjectItem(ttft, "count")->valueint, 10);
+    assert_true(fabs(cJSON_GetObjectItem(ttft, "max")->valuedouble - 702) < 1e-9);
+    assert_true(fabs(cJSON_GetObjectItem(ttft, "min")->valuedouble - 200) < 1e-9);
+    assert_true(fabs(cJSON_GetObjectItem(ttft, "p50")->valuedouble - 200) <= 200 / 128.0);
+    cJSON *itl = cJSON_GetObjectItem(cJSON_GetObjectItem(w, "metrics"), "inter_token_latency");
+    assert_true(fabs(cJSON_GetObjectItem(itl, "avg")->valuedouble - 25) < 1e-9);
+    cJSON *icl = cJSON_GetObjectItem(cJSON_GetObjectItem(w, "metrics"), "inter_chunk_latency");
+    assert_int_equal(cJSON_GetObjectItem(icl, "count")->valueint, 190);
+    /* an hour later the 1m window is empty, the total is not */
+    cJSON_Delete(j);
+    free(js);
+
+    b = evbuffer_new();
+    assert_int_equal(tt_agg_stats_json_at(&a, 1, b, base + 4000000 * MS), 0);
+    js = text_of(b);
+    evbuffer_free(b);
+    j = cJSON_Parse(js);
+    w = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "windows"), "1m");
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(w, "requests"), "total")->valueint, 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(w, "good_request_fraction")));
+    w = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "windows"), "total");
+    assert_int_equal(cJSON_GetObjectItem(w, "good_requests")->valueint, 7);
+    cJSON_Delete(j);
+    free(js);
+    tt_agg_free(a);
+}
+
+static void test_errors_and_no_slo(void **state)
+{
+    struct tt_agg *a = tt_agg_new(NULL);
+    struct tt_request r;
+    (void)state;
+
+    stream_req(&r, "m", 100, 5, 10);
+    observe(a, &r, NULL, T0);
+    tt_request_reset(&r);
+    stream_req(&r, "m", 100, 5, 10);
+    tt_request_set_error(&r, 502, "truncated", "stream ended early");
+    observe(a, &r, NULL, T0);
+    tt_request_reset(&r);
+    stream_req(&r, "m", 100, 5, 10);
+    r.cancelled = 1;
+    observe(a, &r, NULL, T0);
+    tt_request_reset(&r);
+    tt_agg_inflight(a, +1);
+    tt_agg_inflight(a, +1);
+    tt_agg_inflight(a, -1);
+
+    char *t = prom(&a, 1);
+    assert_true(has_line(t, "tokentap_requests_total{upstream=\"primary\",api=\"openai.chat\",model=\"m\",outcome=\"ok\"} 1"));
+    assert_true(has_line(t, "tokentap_requests_total{upstream=\"primary\",api=\"openai.chat\",model=\"m\",outcome=\"error\"} 1"));
+    assert_true(has_line(t, "tokentap_requests_total{upstream=\"primary\",api=\"openai.chat\",model=\"m\",outcome=\"cancelled\"} 1"));
+    /* only the ok request is in the latency histograms */
+    assert_true(has_line(t, "tokentap_request_latency_seconds_count{upstream=\"primary\",api=\"openai.chat\",model=\"m\"} 1"));
+    /* tokens of every request crossed the proxy */
+    assert_true(has_line(t, "tokentap_token_events_total{upstream=\"primary\",api=\"openai.chat\",model=\"m\"} 15"));
+    assert_true(has_line(t, "tokentap_inflight_requests 1"));
+    assert_true(has_line(t, "tokentap_records_dropped_total 0"));
+    assert_true(has_line(t, "tokentap_build_info{version=\"0.1.0\"} 1"));
+    assert_null(strstr(t, "tokentap_good_requests_total{"));
+    assert_null(strstr(t, "tokentap_slo_attainment_ratio{"));
+    int ok = promtool_ok(t);
+    free(t);
+    if (ok == 0)
+        fail_msg("promtool rejected the exposition");
+
+    struct evbuffer *b = evbuffer_new();
+    assert_int_equal(tt_agg_stats_json_at(&a, 1, b, T0 + MS), 0);
+    char *js = text_of(b);
+    evbuffer_free(b);
+    cJSON *j = cJSON_Parse(js);
+    cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "windows"), "total");
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(w, "requests"), "error")->valueint, 1);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(w, "requests"), "cancelled")->valueint, 1);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(w, "goodput")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(w, "good_request_fraction")));
+    cJSON_Delete(j);
+    free(js);
+    tt_agg_free(a);
+}
+
+static void test_model_cap_and_nasty_labels(void **state)
+{
+    struct tt_agg_opts o = { .model_cap = 32 };
+    struct tt_agg *a = tt_agg_new(&o);
+    struct tt_slo slo;
+    char err[128], model[64];
+    (void)state;
+
+    assert_int_equal(tt_slo_parse("ttft:150 itl:20", &slo, err, sizeof(err)), 0);
+    /* nasty values first, so they are under the cap */
+    static const char *const nasty[] = {
+        "quote\"d", "back\\slash", "new\nline", "bad\xff\xfeutf8", "",
+        "ünïcødé-模型", "trailing\\", "__other__",
+    };
+    for (size_t i = 0; i < sizeof(nasty) / sizeof(nasty[0]); i++) {
+        struct tt_request r;
+        stream_req(&r, nasty[i], 100, 3, 10);
+        observe(a, &r, &slo, T0);
+        tt_request_reset(&r);
+    }
+    for (int i = 0; i < 100; i++) {
+        struct tt_request r;
+        snprintf(model, sizeof(model), "model-%03d", i);
+        stream_req(&r, model, 100 + (uint64_t)i * 3, 4, 30);
+        r.upstream_name = (i & 1) ? "primary" : "shadow \"b\"";
+        observe(a, &r, &slo, T0);
+        tt_request_reset(&r);
+    }
+    char *t = prom(&a, 1);
+    /* 32 distinct model values, the rest folded into __other__ */
+    int distinct = 0;
+    for (int i = 0; i < 100; i++) {
+        snprintf(model, sizeof(model), "model=\"model-%03d\"", i);
+        distinct += strstr(t, model) != NULL;
+    }
+    assert_int_equal(distinct, 32 - 8);
+    assert_non_null(strstr(t, "model=\"quote\\\"d\""));
+    assert_non_null(strstr(t, "model=\"back\\\\slash\""));
+    assert_non_null(strstr(t, "model=\"new\\nline\""));
+    assert_non_null(strstr(t, "model=\"bad\xef\xbf\xbd\xef\xbf\xbdutf8\""));
+    assert_non_null(strstr(t, "upstream=\"shadow \\\"b\\\"\""));
+    /* 76 of the 100 went to __other__ (plus the client's own "__other__") */
+    assert_true(has_line(t, "tokentap_requests_total{upstream=\"primary\",api=\"openai.chat\",model=\"__other__\",outcome=\"ok\"} 39"));
+    assert_true(has_line(t, "tokentap_requests_total{upstream=\"shadow \\\"b\\\"\",api=\"openai.chat\",model=\"__other__\",outcome=\"ok\"} 38"));
+    int ok = promtool_ok(t);
+    free(t);
+    if (ok < 0)
+        skip();
+    if (ok == 0)
+        fail_msg("promtool rejected the exposition");
+    tt_agg_free(a);
+}
+
+static void test_merge_workers(void **state)
+{
+    struct tt_agg *w[3];
+    struct tt_slo slo;
+    char err[128];
+    (void)state;
+
+    assert_int_equal(tt_slo_parse("e2el:1000", &slo, err, sizeof(err)), 0);
+    for (int k = 0; k < 3; k++) {
+        w[k] = tt_agg_new(NULL);
+        for (int i = 0; i < 5 + k; i++) {
+            struct tt_request r;
+            stream_req(&r, k == 2 ? "b" : "a", 100, 10, k == 2 ? 201 : 1 + 10 * (uint64_t)k);
+            observe(w[k], &r, &slo, T0 + (uint64_t)i * MS);
+            tt_request_reset(&r);
+        }
+    }
+    char *t = prom(w, 3);
+    assert_true(has_line(t, "tokentap_requests_total{upstream=\"primary\",api=\"openai.chat\",model=\"a\",outcome=\"ok\"} 11"));
+    assert_true(has_line(t, "tokentap_requests_total{upstream=\"primary\",api=\"openai.chat\",model=\"b\",outcome=\"ok\"} 7"));
+    /* worker 2's requests last 100 + 9 * 201 ms > 1 s: not good */
+    assert_true(has_line(t, "tokentap_good_requests_total{upstream=\"primary\",api=\"openai.chat\",model=\"a\"} 11"));
+    assert_true(has_line(t, "tokentap_good_requests_total{upstream=\"primary\",api=\"openai.chat\",model=\"b\"} 0"));
+    assert_true(has_line(t, "tokentap_inter_chunk_latency_seconds_count{upstream=\"primary\",api=\"openai.chat\",model=\"a\"} 99"));
+    int ok = promtool_ok(t);
+    free(t);
+    if (ok == 0)
+        fail_msg("promtool rejected the exposition");
+
+    struct evbuffer *b = evbuffer_new();
+    assert_int_equal(tt_agg_stats_json_at(w, 3, b, T0 + 10 * MS), 0);
+    char *js = text_of(b);
+    evbuffer_free(b);
+    cJSON *j = cJSON_Parse(js);
+    cJSON *win = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "windows"), "1m");
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(win, "requests"), "ok")->valueint, 18);
+    assert_int_equal(cJSON_GetObjectItem(win, "good_requests")->valueint, 11);
+    cJSON_Delete(j);
+    free(js);
+    for (int k = 0; k < 3; k++)
+        tt_agg_free(w[k]);
+}
+
+static void test_custom_buckets(void **state)
+{
+    static const double ttft[] = { 0.1, 0.2, 0.3 };
+    static const double bad[] = { 0.2, 0.1 };
+    struct tt_agg_opts o = { 0 };
+    (void)state;
+
+    o.buckets[TT_FAM_TTFT] = bad;
+    o.nbuckets[TT_FAM_TTFT] = 2;
+    assert_null(tt_agg_new(&o));
+    o.buckets[TT_FAM_TTFT] = ttft;
+    o.nbuckets[TT_FAM_TTFT] = 3;
+    struct tt_agg *a = tt_agg_new(&o);
+    assert_non_null(a);
+    struct tt_request r;
+    stream_req(&r, "m", 200, 2, 10);        /* exactly on a bound: le is inclusive */
+    observe(a, &r, NULL, T0);
+    tt_request_reset(&r);
+    char *t = prom(&a, 1);
+    assert_true(has_line(t, "tokentap_time_to_first_token_seconds_bucket{upstream=\"primary\",api=\"openai.chat\",model=\"m\",le=\"0.1\"} 0"));
+    assert_true(has_line(t, "tokentap_time_to_first_token_seconds_bucket{upstream=\"primary\",api=\"openai.chat\",model=\"m\",le=\"0.2\"} 1"));
+    free(t);
+    tt_agg_free(a);
+}
+
+static void test_promtool_present(void **state)
+{
+    (void)state;
+    if (access(PROMTOOL, X_OK) != 0) {
+        print_message("promtool not found at " PROMTOOL
+                      ": Prometheus text not validated\n");
+        skip();
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_promtool_present),
+        cmocka_unit_test(test_goodput_ten_requests),
+        cmocka_unit_test(test_errors_and_no_slo),
+        cmocka_unit_test(test_model_cap_and_nasty_labels),
+        cmocka_unit_test(test_merge_workers),
+        cmocka_unit_test(test_custom_buckets),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

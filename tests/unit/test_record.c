@@ -1,0 +1,468 @@
+/*
+ * Unit tests of metrics/record.c: the record line parsed back with cJSON,
+ * redaction and escaping, and the writer thread (line atomicity under many
+ * threads, drop counting when the queue is full, reopen after rename).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "metrics/clock.h"
+#include "metrics/record.h"
+
+#define MS 1000000ull
+#define T0 7000000000ull
+#define WALL 1759813207532900363ll
+
+static void token(struct tt_request *r, uint64_t at_ms, int reasoning)
+{
+    uint64_t t = T0 + at_ms * MS;
+    tt_request_token(r, t);
+    if (r->ts[TT_TS_FIRST_TOKEN] == 0)
+        r->ts[TT_TS_FIRST_TOKEN] = t;
+    else if (r->ts[TT_TS_SECOND_TOKEN] == 0)
+        r->ts[TT_TS_SECOND_TOKEN] = t;
+    if (!reasoning && r->ts[TT_TS_FIRST_OUTPUT_TOKEN] == 0)
+        r->ts[TT_TS_FIRST_OUTPUT_TOKEN] = t;
+    r->ts[TT_TS_LAST_TOKEN] = t;
+    r->s.token_events++;
+    r->s.events++;
+    if (reasoning)
+        r->s.reasoning_events++;
+    else
+        r->s.answer_events++;
+}
+
+static void sample(struct tt_request *r)
+{
+    tt_request_init(r);
+    r->t0 = T0;
+    r->start_wall_ns = WALL;
+    strcpy(r->request_id, "req-42");
+    strcpy(r->method, "POST");
+    strcpy(r->path, "/v1/chat/completions");
+    strcpy(r->model, "qwen3-8b");
+    r->api = TT_API_OPENAI_CHAT;
+    r->stream = 1;
+    r->status = 200;
+    r->s.streaming = 1;
+    r->s.terminal = 1;
+    r->s.usage_input = 550;
+    r->s.usage_output = 4;
+    r->s.usage_reasoning = 2;
+    strcpy(r->s.finish_reason, "stop");
+    r->ts[TT_TS_REQUEST_COMPLETE] = T0 + 1 * MS;
+    r->ts[TT_TS_UPSTREAM_CONNECTED] = T0 + 2 * MS;
+    r->ts[TT_TS_REQUEST_SENT] = T0 + 3 * MS;
+    r->ts[TT_TS_RESPONSE_HEADERS] = T0 + 100 * MS;
+    r->ts[TT_TS_FIRST_EVENT] = T0 + 150 * MS;
+    token(r, 200, 1);
+    token(r, 225, 1);
+    token(r, 262, 0);
+    r->token_ts[2] += 500000;   /* 262.5 ms: a fractional gap */
+    r->ts[TT_TS_FIRST_OUTPUT_TOKEN] += 500000;
+    token(r, 300, 0);
+    r->ts[TT_TS_RESPONSE_COMPLETE] = T0 + 301 * MS;
+    r->ts[TT_TS_DELIVERED] = T0 + 302 * MS;
+}
+
+static cJSON *format_parse(const struct tt_request *r,
+                           const struct tt_slo_result *slo, char **line_out)
+{
+    struct tt_metric_values m;
+    const char *src;
+    size_t len;
+
+    tt_metrics_compute(r, &m, &src);
+    char *line = tt_record_format(r, &m, src, slo, &len);
+    assert_non_null(line);
+    assert_int_equal(strlen(line), len);
+    assert_true(len > 2 && line[len - 1] == '\n');
+    assert_null(memchr(line, '\n', len - 1));
+    cJSON *j = cJSON_ParseWithLength(line, len);
+    if (j == NULL)
+        fail_msg("record does not parse: %s", line);
+    if (line_out)
+        *line_out = line;
+    else
+        free(line);
+    return j;
+}
+
+static double metric(cJSON *j, const char *tag, const char *unit)
+{
+    cJSON *e = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(j, "metrics"), tag);
+    if (e == NULL)
+        fail_msg("metric %s missing", tag);
+    assert_string_equal(cJSON_GetObjectItem(e, "unit")->valuestring, unit);
+    return cJSON_GetObjectItem(e, "value")->valuedouble;
+}
+
+static void test_record_fields(void **state)
+{
+    struct tt_request r;
+    struct tt_slo_result slo = { .good = 0, .violated = 1u << TT_M_TTFT };
+    (void)state;
+
+    char *line;
+
+    sample(&r);
+    cJSON *j = format_parse(&r, &slo, &line);
+    assert_string_equal(cJSON_GetObjectItem(j, "schema")->valuestring,
+                        "tokentap.record/1");
+    cJSON *md = cJSON_GetObjectItem(j, "metadata");
+    assert_non_null(md);
+    assert_string_equal(cJSON_GetObjectItem(md, "x_request_id")->valuestring, "req-42");
+    /* ns values above 2^53 would lose digits in a double: compare the text */
+    assert_non_null(strstr(line, "\"request_start_ns\":1759813207532900363,"));
+    assert_non_null(strstr(line, "\"request_ack_ns\":1759813207632900363,"));
+    assert_non_null(strstr(line, "\"request_end_ns\":1759813207833900363,"));
+    /* AIPerf's record shape: schema, metadata, metrics, error at the top */
+    static const char head[] = "{\"schema\":\"tokentap.record/1\",\"metadata\":{";
+    assert_memory_equal(line, head, sizeof(head) - 1);
+    free(line);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(md, "was_cancelled")));
+    assert_string_equal(cJSON_GetObjectItem(md, "upstream")->valuestring, "primary");
+    assert_string_equal(cJSON_GetObjectItem(md, "api")->valuestring, "openai.chat");
+    assert_string_equal(cJSON_GetObjectItem(md, "model")->valuestring, "qwen3-8b");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(md, "stream")));
+    assert_string_equal(cJSON_GetObjectItem(md, "method")->valuestring, "POST");
+    assert_string_equal(cJSON_GetObjectItem(md, "path")->valuestring, "/v1/chat/completions");
+    assert_int_equal(cJSON_GetObjectItem(md, "status")->valueint, 200);
+    assert_string_equal(cJSON_GetObjectItem(md, "finish_reason")->valuestring, "stop");
+    assert_string_equal(cJSON_GetObjectItem(md, "token_count_source")->valuestring, "usage");
+    assert_int_equal(cJSON_GetObjectItem(md, "token_events")->valueint, 4);
+    assert_int_equal(cJSON_GetObjectItem(md, "reasoning_events")->valueint, 2);
+
+    cJSON *tl = cJSON_GetObjectItem(md, "timeline_ns");
+    assert_int_equal(cJSON_GetObjectItem(tl, "request_complete")->valuedouble, 1e6);
+    assert_int_equal(cJSON_GetObjectItem(tl, "response_headers")->valuedouble, 100e6);
+    assert_int_equal(cJSON_GetObjectItem(tl, "first_token")->valuedouble, 200e6);
+    assert_int_equal(cJSON_GetObjectItem(tl, "first_output_token")->valuedouble, 262.5e6);
+    assert_int_equal(cJSON_GetObjectItem(tl, "delivered")->valuedouble, 302e6);
+    assert_null(cJSON_GetObjectItem(tl, "upstream_tls"));     /* not seen */
+    assert_int_equal(cJSON_GetArraySize(tl), 11);
+
+    cJSON *s = cJSON_GetObjectItem(md, "slo");
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(s, "good")));
+    cJSON *v = cJSON_GetObjectItem(s, "violations");
+    assert_int_equal(cJSON_GetArraySize(v), 1);
+    assert_string_equal(cJSON_GetArrayItem(v, 0)->valuestring, "time_to_first_token");
+
+    assert_true(metric(j, "time_to_first_token", "ms") == 200);
+    assert_true(metric(j, "time_to_second_token", "ms") == 25);
+    assert_true(metric(j, "time_to_first_output_token", "ms") == 262.5);
+    assert_true(metric(j, "reasoning_latency", "ms") == 62.5);
+    assert_true(metric(j, "request_latency", "ms") == 300);
+    assert_true(metric(j, "inter_token_latency", "ms") == 100.0 / 3.0 ||
+                fabs(metric(j, "inter_token_latency", "ms") - 100.0 / 3.0) < 1e-9);
+    assert_true(metric(j, "input_sequence_length", "tokens") == 550);
+    assert_true(metric(j, "output_sequence_length", "tokens") == 4);
+    assert_true(metric(j, "output_token_count", "tokens") == 2);
+    assert_true(metric(j, "reasoning_token_count", "tokens") == 2);
+
+    cJSON *icl = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"),
+                                                         "inter_chunk_latency"), "value");
+    assert_int_equal(cJSON_GetArraySize(icl), 3);
+    assert_true(cJSON_GetArrayItem(icl, 0)->valuedouble == 25);
+    assert_true(cJSON_GetArrayItem(icl, 1)->valuedouble == 37.5);
+    assert_true(cJSON_GetArrayItem(icl, 2)->valuedouble == 37.5);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "error")));
+    cJSON_Delete(j);
+
+    /* without SLOs there is no slo object */
+    j = format_parse(&r, NULL, NULL);
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"), "slo"));
+    cJSON_Delete(j);
+    tt_request_reset(&r);
+}
+
+static void test_record_error_and_absent(void **state)
+{
+    struct tt_request r;
+    (void)state;
+
+    tt_request_init(&r);
+    r.t0 = T0;
+    r.start_wall_ns = WALL;
+    strcpy(r.method, "POST");
+    strcpy(r.path, "/v1/messages");
+    r.api = TT_API_ANTHROPIC;
+    tt_request_set_error(&r, 502, "upstream_connect", "connect: Connection refused");
+    cJSON *j = format_parse(&r, NULL, NULL);
+    cJSON *md = cJSON_GetObjectItem(j, "metadata");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(md, "request_ack_ns")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(md, "token_count_source")));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(md, "timeline_ns")), 0);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "metrics")), 0);
+    cJSON *e = cJSON_GetObjectItem(j, "error");
+    assert_int_equal(cJSON_GetObjectItem(e, "code")->valueint, 502);
+    assert_string_equal(cJSON_GetObjectItem(e, "type")->valuestring, "upstream_connect");
+    assert_string_equal(cJSON_GetObjectItem(e, "message")->valuestring,
+                        "connect: Connection refused");
+    cJSON_Delete(j);
+    tt_request_reset(&r);
+}
+
+static void test_record_escaping_and_secrets(void **state)
+{
+    struct tt_request r;
+    char *line;
+    (void)state;
+
+    sample(&r);
+    strcpy(r.path, "/v1beta/models/gemini-2.5:streamGenerateContent?alt=sse&key=AIzaSECRET&x=1");
+    strcpy(r.model, "m\"o\\d\ne\x01l\xff\xc3\xa9");
+    strcpy(r.request_id, "id\twith\ttabs");
+    r.api = TT_API_GEMINI;
+    cJSON *j = format_parse(&r, NULL, &line);
+    assert_null(strstr(line, "SECRET"));
+    assert_null(strstr(line, "uthorization"));
+    cJSON *md = cJSON_GetObjectItem(j, "metadata");
+    assert_string_equal(cJSON_GetObjectItem(md, "path")->valuestring,
+                        "/v1beta/models/gemini-2.5:streamGenerateContent?alt=sse&key=REDACTED&x=1");
+    assert_string_equal(cJSON_GetObjectItem(md, "model")->valuestring,
+                        "m\"o\\d\ne\x01l\xef\xbf\xbd\xc3\xa9");
+    assert_string_equal(cJSON_GetObjectItem(md, "x_request_id")->valuestring,
+                        "id\twith\ttabs");
+    assert_string_equal(cJSON_GetObjectItem(md, "api")->valuestring, "gemini");
+    free(line);
+    cJSON_Delete(j);
+    tt_request_reset(&r);
+}
+
+/* ---- the writer ---------------------------------------------------------- */
+
+static char dir[64];
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    strcpy(dir, "/tmp/tt_record_XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown_dir(void **state)
+{
+    char cmd[128];
+    (void)state;
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    *len = fread(p, 1, (size_t)n, f);
+    p[*len] = '\0';
+    fclose(f);
+    return p;
+}
+
+/* count lines; each must be "T<thread> <seq> <padding>" */
+static size_t count_lines(const char *p, size_t len)
+{
+    size_t n = 0;
+    const char *s = p, *end = p + len;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        if (nl == NULL)
+            fail_msg("torn last line");
+        if (s[0] != 'T' || nl[-1] != '.')
+            fail_msg("malformed line: %.40s", s);
+        n++;
+        s = nl + 1;
+    }
+    return n;
+}
+
+struct producer {
+    struct tt_recorder *rec;
+    int id, lines;
+};
+
+static void *produce(void *arg)
+{
+    struct producer *p = arg;
+    for (int i = 0; i < p->lines; i++) {
+        /* lines of varying size, some larger than a pipe buffer page */
+        size_t pad = (size_t)((i * 7919 + p->id * 31) % 3000);
+        char *line = malloc(pad + 64);
+        int n = snprintf(line, 64, "T%d %d ", p->id, i);
+        memset(line + n, 'x', pad);
+        line[n + pad] = '.';
+        line[n + pad + 1] = '\n';
+        tt_recorder_submit(p->rec, line, (size_t)n + pad + 2);
+    }
+    return NULL;
+}
+
+static void test_recorder_many_threads(void **state)
+{
+    char path[128], err[256];
+    enum { THREADS = 8, LINES = 5000 };
+    pthread_t th[THREADS];
+    struct producer pr[THREADS];
+    (void)state;
+
+    snprintf(path, sizeof(path), "%s/many.jsonl", dir);
+    /* queue large enough that nothing is dropped */
+    struct tt_recorder *rec = tt_recorder_open(path, THREADS * LINES, err, sizeof(err));
+    assert_non_null(rec);
+    for (int i = 0; i < THREADS; i++) {
+        pr[i] = (struct producer){ rec, i, LINES };
+        pthread_create(&th[i], NULL, produce, &pr[i]);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(tt_recorder_dropped(rec), 0);
+    tt_recorder_close(rec);
+
+    size_t len;
+    char *p = slurp(path, &len);
+    assert_non_null(p);
+    assert_int_equal(count_lines(p, len), THREADS * LINES);
+    free(p);
+
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640);
+}
+
+static void *drain_fifo(void *arg)
+{
+    int fd = *(int *)arg;
+    char buf[65536];
+    size_t *total = malloc(sizeof(*total));
+    *total = 0;
+    for (;;) {
+        ssize_t k = read(fd, buf, sizeof(buf));
+        if (k > 0) {
+            for (ssize_t i = 0; i < k; i++)
+                if (buf[i] == '\n')
+                    (*total)++;
+        } else if (k == 0) {
+            break;
+        } else if (errno != EAGAIN && errno != EINTR) {
+            break;
+        } else {
+            usleep(1000);
+        }
+    }
+    return total;
+}
+
+static void test_recorder_queue_full(void **state)
+{
+    char path[128], err[256];
+    enum { CAP = 16, EXTRA = 5 };
+    (void)state;
+
+    snprintf(path, sizeof(path), "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    int rfd = open(path, O_RDONLY | O_NONBLOCK);
+    assert_true(rfd >= 0);
+    struct tt_recorder *rec = tt_recorder_open(path, CAP, err, sizeof(err));
+    assert_non_null(rec);
+
+    /* a line bigger than the pipe: the writer blocks in write() on it */
+    size_t big = 1 << 20;
+    char *line = malloc(big);
+    memset(line, 'T', big - 2);
+    line[big - 2] = '.';
+    line[big - 1] = '\n';
+    tt_recorder_submit(rec, line, big);
+    for (int i = 0; i < 2000 && tt_recorder_queued(rec) != 0; i++)
+        usleep(1000);
+    assert_int_equal(tt_recorder_queued(rec), 0);
+
+    /* the queue takes CAP more, the rest are dropped, never blocking */
+    for (int i = 0; i < CAP + EXTRA; i++) {
+        char *l = strdup("T small.\n");
+        tt_recorder_submit(rec, l, strlen(l));
+    }
+    assert_int_equal(tt_recorder_dropped(rec), EXTRA);
+    assert_int_equal(tt_recorder_queued(rec), CAP);
+    tt_recorder_submit(rec, NULL, 0);            /* a failed format */
+    assert_int_equal(tt_recorder_dropped(rec), EXTRA + 1);
+
+    pthread_t th;
+    pthread_create(&th, NULL, drain_fifo, &rfd);
+    tt_recorder_close(rec);                      /* flushes the queue */
+    void *res;
+    pthread_join(th, &res);
+    assert_int_equal(*(size_t *)res, 1 + CAP);
+    free(res);
+    close(rfd);
+}
+
+static void test_recorder_reopen(void **state)
+{
+    char path[128], moved[128], err[256];
+    (void)state;
+
+    snprintf(path, sizeof(path), "%s/rot.jsonl", dir);
+    snprintf(moved, sizeof(moved), "%s/rot.jsonl.1", dir);
+    struct tt_recorder *rec = tt_recorder_open(path, 1024, err, sizeof(err));
+    assert_non_null(rec);
+    for (int i = 0; i < 10; i++)
+        tt_recorder_submit(rec, strdup("T before.\n"), 10);
+    tt_recorder_flush(rec);
+    assert_int_equal(tt_recorder_written(rec), 10);
+
+    assert_int_equal(rename(path, moved), 0);
+    tt_recorder_reopen(rec);
+    for (int i = 0; i < 7; i++)
+        tt_recorder_submit(rec, strdup("T after.\n"), 9);
+    tt_recorder_close(rec);
+
+    size_t len;
+    char *p = slurp(moved, &len);
+    assert_non_null(p);
+    assert_int_equal(count_lines(p, len), 10);
+    assert_null(strstr(p, "after"));
+    free(p);
+    p = slurp(path, &len);
+    assert_non_null(p);
+    assert_int_equal(count_lines(p, len), 7);
+    assert_null(strstr(p, "before"));
+    free(p);
+
+    /* an unwritable path fails with a reason */
+    assert_null(tt_recorder_open("/nonexistent/dir/x.jsonl", 8, err, sizeof(err)));
+    assert_non_null(strstr(err, "/nonexistent/dir/x.jsonl"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_record_fields),
+        cmocka_unit_test(test_record_error_and_absent),
+        cmocka_unit_test(test_record_escaping_and_secrets),
+        cmocka_unit_test(test_recorder_many_threads),
+        cmocka_unit_test(test_recorder_queue_full),
+        cmocka_unit_test(test_recorder_reopen),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+}

@@ -1,0 +1,445 @@
+/*
+ * Unit tests of the incremental decoders: proxy/sse.c (WHATWG event-stream
+ * rules, bounded memory, split invariance), proxy/ndjson.c, and the JSON
+ * arena (proxy/jsonarena.c) they feed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "proxy/jsonarena.h"
+#include "proxy/ndjson.h"
+#include "proxy/sse.h"
+
+/* events rendered as "name|data\x1e" into one string, for comparisons */
+struct out {
+    char   buf[65536];
+    size_t len;
+    int    n;
+};
+
+static void on_ev(void *ctx, const struct tt_sse_event *ev)
+{
+    struct out *o = ctx;
+    int w;
+
+    assert_int_equal(strlen(ev->name), ev->name_len);
+    assert_int_equal(ev->data[ev->data_len], '\0');
+    w = snprintf(o->buf + o->len, sizeof(o->buf) - o->len, "%s|%.*s\x1e",
+                 ev->name, (int)ev->data_len, ev->data);
+    assert_true(w > 0 && (size_t)w < sizeof(o->buf) - o->len);
+    o->len += (size_t)w;
+    o->n++;
+}
+
+static void on_line(void *ctx, const char *line, size_t len)
+{
+    struct out *o = ctx;
+    int w = snprintf(o->buf + o->len, sizeof(o->buf) - o->len, "%.*s\x1e",
+                     (int)len, line);
+    assert_true(w > 0 && (size_t)w < sizeof(o->buf) - o->len);
+    o->len += (size_t)w;
+    o->n++;
+}
+
+static uint32_t rng(uint32_t *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return (*s >> 8) & 0xffffff;
+}
+
+/*
+ * Feed <in> split by <mode>: 0 whole, 1 one byte at a time, >=2 random
+ * pieces seeded by <mode>; then finish with <flush>.
+ */
+static void sse_run(const char *in, size_t len, int mode, size_t max,
+                    int flush, struct out *o, uint32_t *oversize)
+{
+    struct tt_sse d;
+    size_t off = 0;
+    uint32_t seed = (uint32_t)mode;
+
+    memset(o, 0, sizeof(*o));
+    tt_sse_init(&d, max);
+    while (off < len) {
+        size_t n = len - off;
+        if (mode == 1)
+            n = 1;
+        else if (mode >= 2)
+            n = 1 + rng(&seed) % 17;
+        if (n > len - off)
+            n = len - off;
+        tt_sse_feed(&d, in + off, n, on_ev, o);
+        off += n;
+    }
+    tt_sse_finish(&d, flush, on_ev, o);
+    if (oversize != NULL)
+        *oversize = d.oversize;
+    tt_sse_free(&d);
+}
+
+/* decode <in> every way and check each gives <want> */
+static void sse_expect(const char *in, size_t len, const char *want, size_t max)
+{
+    int mode;
+
+    for (mode = 0; mode < 8; mode++) {
+        struct out o;
+        sse_run(in, len, mode, max, 0, &o, NULL);
+        if (strcmp(o.buf, want) != 0)
+            fail_msg("split mode %d: got \"%s\" want \"%s\"", mode, o.buf, want);
+    }
+}
+
+#define EXPECT(in, want) sse_expect((in), sizeof(in) - 1, (want), 0)
+
+static void test_sse_line_ends(void **state)
+{
+    (void)state;
+    EXPECT("data: a\n\n", "|a\x1e");
+    EXPECT("data: a\r\n\r\n", "|a\x1e");
+    EXPECT("data: a\r\r", "|a\x1e");
+    EXPECT("data: a\r\n\r\ndata: b\r\rdata: c\n\n", "|a\x1e|b\x1e|c\x1e");
+    /* CR then LF is one line end, even across feeds: "a\nb", not a then b */
+    EXPECT("data: a\r\ndata: b\r\n\r\n", "|a\nb\x1e");
+    EXPECT("data: a\rdata: b\r\r", "|a\nb\x1e");
+    EXPECT("data: a\ndata: b\r\n\n", "|a\nb\x1e");
+}
+
+static void test_sse_cr_lf_across_feeds(void **state)
+{
+    struct tt_sse d;
+    struct out o;
+
+    (void)state;
+    memset(&o, 0, sizeof(o));
+    tt_sse_init(&d, 0);
+    tt_sse_feed(&d, "data: a\r", 8, on_ev, &o);
+    tt_sse_feed(&d, "\ndata: b\r", 9, on_ev, &o);
+    tt_sse_feed(&d, "\n\r", 2, on_ev, &o);
+    assert_int_equal(o.n, 1);       /* the CR ended the blank line */
+    tt_sse_feed(&d, "\n", 1, on_ev, &o);
+    assert_string_equal(o.buf, "|a\nb\x1e");
+    tt_sse_finish(&d, 1, on_ev, &o);
+    assert_int_equal(o.n, 1);
+    tt_sse_free(&d);
+}
+
+static void test_sse_bom(void **state)
+{
+    (void)state;
+    EXPECT("\xEF\xBB\xBF" "data: x\n\n", "|x\x1e");
+    /* only the first BOM goes; a second one is part of the field name */
+    EXPECT("\xEF\xBB\xBF\xEF\xBB\xBF" "data: x\n\ndata: y\n\n", "|y\x1e");
+    /* a BOM later in the stream is content */
+    EXPECT("data: \xEF\xBB\xBFy\n\n", "|\xEF\xBB\xBFy\x1e");
+    /* a BOM prefix that is not a BOM is replayed as content */
+    EXPECT("\xEF" "data: x\n\ndata: z\n\n", "|z\x1e");
+    EXPECT("\xEF\xBB" "\n" "data: z\n\n", "|z\x1e");
+}
+
+static void test_sse_comments(void **state)
+{
+    (void)state;
+    EXPECT(": hello\ndata: a\n: mid\ndata: b\n\n", "|a\nb\x1e");
+    EXPECT(": OPENROUTER PROCESSING\n\n: x\n\n", "");
+    EXPECT(":\n\ndata: q\n\n", "|q\x1e");
+}
+
+static void test_sse_multiline_data(void **state)
+{
+    (void)state;
+    EXPECT("data: a\ndata:\ndata: b\n\n", "|a\n\nb\x1e");
+    EXPECT("data:\n\n", "|\x1e");           /* one empty data line: dispatched */
+    EXPECT("data\n\n", "|\x1e");            /* no colon: field "data", value "" */
+    EXPECT("data: {\"a\":\ndata: 1}\n\n", "|{\"a\":\n1}\x1e");
+}
+
+static void test_sse_event_names(void **state)
+{
+    (void)state;
+    EXPECT("event: foo\ndata: 1\n\ndata: 2\n\n", "foo|1\x1e|2\x1e");
+    /* an event without data is not dispatched, and its name does not leak */
+    EXPECT("event: bar\n\ndata: 3\n\n", "|3\x1e");
+    EXPECT("event:baz\ndata:4\n\n", "baz|4\x1e");
+    EXPECT("event\ndata: q\n\n", "|q\x1e");
+    EXPECT("data: 5\nevent: late\n\n", "late|5\x1e");
+}
+
+static void test_sse_space_after_colon(void **state)
+{
+    (void)state;
+    EXPECT("data:x\n\n", "|x\x1e");
+    EXPECT("data:  x\n\n", "| x\x1e");      /* only one space is dropped */
+    EXPECT("data: x \n\n", "|x \x1e");
+    EXPECT("data::x\n\n", "|:x\x1e");
+}
+
+static void test_sse_other_fields(void **state)
+{
+    (void)state;
+    EXPECT("id: 5\nretry: 10\ndata: z\nfoo: bar\n\n", "|z\x1e");
+    EXPECT("Data: z\n\n", "");              /* field names are case-sensitive */
+    EXPECT(" data: z\n\n", "");
+}
+
+static void test_sse_unterminated_end(void **state)
+{
+    struct out o;
+
+    (void)state;
+    /* WHATWG drops an unterminated event; a clean end flushes it */
+    sse_run("data: a\n\ndata: b", 16, 0, 0, 0, &o, NULL);
+    assert_string_equal(o.buf, "|a\x1e");
+    sse_run("data: a\n\ndata: b", 16, 1, 0, 1, &o, NULL);
+    assert_string_equal(o.buf, "|a\x1e|b\x1e");
+    sse_run("data: a\n\ndata: b\n", 17, 3, 0, 1, &o, NULL);
+    assert_string_equal(o.buf, "|a\x1e|b\x1e");
+    sse_run("data: a\n\nevent: x\n", 18, 0, 0, 1, &o, NULL);
+    assert_string_equal(o.buf, "|a\x1e");
+}
+
+static void test_sse_oversize(void **state)
+{
+    char in[4096];
+    size_t n = 0;
+    int mode, i;
+
+    (void)state;
+    n += (size_t)sprintf(in + n, "data: ok1\n\n");
+    /* one 200-byte data line: over a 64-byte bound */
+    n += (size_t)sprintf(in + n, "event: big\ndata: ");
+    for (i = 0; i < 200; i++)
+        in[n++] = 'x';
+    n += (size_t)sprintf(in + n, "\ndata: more\n\n");
+    n += (size_t)sprintf(in + n, "data: ok2\n\n");
+    /* many short data lines adding up past the bound */
+    for (i = 0; i < 20; i++)
+        n += (size_t)sprintf(in + n, "data: 0123456789\n");
+    n += (size_t)sprintf(in + n, "\n");
+    /* a long comment is not an oversize event */
+    in[n++] = ':';
+    for (i = 0; i < 300; i++)
+        in[n++] = 'c';
+    n += (size_t)sprintf(in + n, "\ndata: ok3\n\n");
+    in[n] = '\0';
+
+    for (mode = 0; mode < 8; mode++) {
+        struct out o;
+        uint32_t over = 0;
+        sse_run(in, n, mode, 64, 0, &o, &over);
+        assert_string_equal(o.buf, "|ok1\x1e|ok2\x1e|ok3\x1e");
+        assert_int_equal(over, 2);
+    }
+}
+
+static void test_sse_split_invariance(void **state)
+{
+    static const char in[] =
+        "\xEF\xBB\xBF: comment\r\n"
+        "event: message_start\r\n"
+        "data: {\"type\":\"message_start\"}\r\n"
+        "\r\n"
+        "data:x\rdata: y\r\r"
+        "id: 1\n"
+        "data: multi\n"
+        "data: line\n"
+        "\n"
+        "event: ping\ndata: {}\n\n"
+        "data\n\n"
+        ": trailing comment\n";
+    const char *want =
+        "message_start|{\"type\":\"message_start\"}\x1e"
+        "|x\ny\x1e" "|multi\nline\x1e" "ping|{}\x1e" "|\x1e";
+    int mode;
+
+    (void)state;
+    for (mode = 0; mode < 64; mode++) {
+        struct out o;
+        sse_run(in, sizeof(in) - 1, mode, 0, 1, &o, NULL);
+        assert_string_equal(o.buf, want);
+    }
+}
+
+/* no allocation per event once the buffers have grown */
+static void test_sse_buffers_reused(void **state)
+{
+    struct tt_sse d;
+    struct out o;
+    char *data0 = NULL;
+    size_t cap0 = 0;
+    int i;
+
+    (void)state;
+    tt_sse_init(&d, 0);
+    for (i = 0; i < 2000; i++) {
+        static const char ev[] = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
+        memset(&o, 0, sizeof(o));
+        tt_sse_feed(&d, ev, 20, on_ev, &o);             /* a cut line */
+        tt_sse_feed(&d, ev + 20, sizeof(ev) - 21, on_ev, &o);
+        assert_int_equal(o.n, 1);
+        if (i == 0) {
+            data0 = d.data;
+            cap0 = d.data_cap;
+        }
+    }
+    assert_ptr_equal(d.data, data0);
+    assert_int_equal(d.data_cap, cap0);
+    assert_true(d.line_cap <= 256);
+    tt_sse_free(&d);
+}
+
+/* ---------------------------------------------------------------- */
+
+static void nd_run(const char *in, size_t len, int mode, size_t max, int flush,
+                   struct out *o, uint32_t *oversize)
+{
+    struct tt_ndjson d;
+    size_t off = 0;
+    uint32_t seed = (uint32_t)mode;
+
+    memset(o, 0, sizeof(*o));
+    tt_ndjson_init(&d, max);
+    while (off < len) {
+        size_t n = len - off;
+        if (mode == 1)
+            n = 1;
+        else if (mode >= 2)
+            n = 1 + rng(&seed) % 13;
+        if (n > len - off)
+            n = len - off;
+        tt_ndjson_feed(&d, in + off, n, on_line, o);
+        off += n;
+    }
+    tt_ndjson_finish(&d, flush, on_line, o);
+    if (oversize != NULL)
+        *oversize = d.oversize;
+    tt_ndjson_free(&d);
+}
+
+static void test_ndjson_lines(void **state)
+{
+    static const char in[] =
+        "\xEF\xBB\xBF{\"a\":1}\n"
+        "{\"b\":2}\r\n"
+        "\n"
+        "   \r\n"
+        "{\"c\":3}\n"
+        "{\"d\":4}";
+    int mode;
+
+    (void)state;
+    for (mode = 0; mode < 32; mode++) {
+        struct out o;
+        nd_run(in, sizeof(in) - 1, mode, 0, 1, &o, NULL);
+        assert_string_equal(o.buf, "{\"a\":1}\x1e{\"b\":2}\x1e{\"c\":3}\x1e{\"d\":4}\x1e");
+        nd_run(in, sizeof(in) - 1, mode, 0, 0, &o, NULL);
+        assert_string_equal(o.buf, "{\"a\":1}\x1e{\"b\":2}\x1e{\"c\":3}\x1e");
+    }
+}
+
+static void test_ndjson_oversize(void **state)
+{
+    char in[2048];
+    size_t n = 0;
+    int mode, i;
+
+    (void)state;
+    n += (size_t)sprintf(in + n, "{\"a\":1}\n{\"big\":\"");
+    for (i = 0; i < 500; i++)
+        in[n++] = 'x';
+    n += (size_t)sprintf(in + n, "\"}\n{\"b\":2}\n");
+    for (mode = 0; mode < 16; mode++) {
+        struct out o;
+        uint32_t over = 0;
+        nd_run(in, n, mode, 64, 1, &o, &over);
+        assert_string_equal(o.buf, "{\"a\":1}\x1e{\"b\":2}\x1e");
+        assert_int_equal(over, 1);
+    }
+}
+
+/* ---------------------------------------------------------------- */
+
+static void test_json_arena(void **state)
+{
+    cJSON *outside, *root;
+    char *printed, *big;
+    size_t i, n;
+
+    (void)state;
+    /* an object made with plain malloc before the hooks exist ... */
+    outside = cJSON_CreateObject();
+    cJSON_AddStringToObject(outside, "k", "v");
+    tt_json_init();
+
+    root = tt_json_parse("{\"a\":[1,2,{\"b\":\"c\"}]}  \n", 24);
+    assert_non_null(root);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(
+        cJSON_GetObjectItem(root, "a"), 2), "b")->valuestring, "c");
+    /* trailing garbage and truncation are parse errors */
+    assert_null(tt_json_parse("{\"a\":1}x", 8));
+    assert_null(tt_json_parse("{\"a\":", 5));
+    assert_null(tt_json_parse("", 0));
+    /* not NUL-terminated input */
+    assert_non_null(tt_json_parse("[1]]]]", 3));
+
+    /* ... is printed and freed through the hooks, outside the arena */
+    printed = cJSON_PrintUnformatted(outside);
+    assert_string_equal(printed, "{\"k\":\"v\"}");
+    cJSON_free(printed);
+    cJSON_Delete(outside);
+
+    /* a parse larger than the arena spills over, then the arena grows */
+    n = 400000;
+    big = malloc(n + 16);
+    assert_non_null(big);
+    big[0] = '[';
+    for (i = 1; i + 2 < n; i += 2) {
+        big[i] = '1';
+        big[i + 1] = ',';
+    }
+    big[i++] = '1';
+    big[i++] = ']';
+    for (int k = 0; k < 3; k++) {
+        root = tt_json_parse(big, i);
+        assert_non_null(root);
+        assert_int_equal(cJSON_GetArraySize(root), (int)(i / 2));
+    }
+    free(big);
+    root = tt_json_parse("{\"x\":true}", 10);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(root, "x")));
+    tt_json_reset();
+
+    /* normal cJSON use after the arena was used on this thread */
+    outside = cJSON_Parse("{\"z\":[1,2,3]}");
+    assert_non_null(outside);
+    cJSON_Delete(outside);
+    tt_json_thread_free();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sse_line_ends),
+        cmocka_unit_test(test_sse_cr_lf_across_feeds),
+        cmocka_unit_test(test_sse_bom),
+        cmocka_unit_test(test_sse_comments),
+        cmocka_unit_test(test_sse_multiline_data),
+        cmocka_unit_test(test_sse_event_names),
+        cmocka_unit_test(test_sse_space_after_colon),
+        cmocka_unit_test(test_sse_other_fields),
+        cmocka_unit_test(test_sse_unterminated_end),
+        cmocka_unit_test(test_sse_oversize),
+        cmocka_unit_test(test_sse_split_invariance),
+        cmocka_unit_test(test_sse_buffers_reused),
+        cmocka_unit_test(test_ndjson_lines),
+        cmocka_unit_test(test_ndjson_oversize),
+        cmocka_unit_test(test_json_arena),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
