@@ -27,8 +27,8 @@
  *
  * Memory: the windows are fixed per aggregator (21 slots x 12 histograms x
  * 14,368 bytes = 3.6 MB, see metrics/hist.h); each label set costs about
- * 1.5 KB with the default buckets; label sets are bounded by
- * upstreams x apis x (model_cap + 1).
+ * 1.8 KB with the default buckets (plus its escaped label string); label
+ * sets are bounded by upstreams x apis x (model_cap + 1).
  */
 #ifndef TT_AGG_H
 #define TT_AGG_H

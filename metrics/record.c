@@ -53,9 +53,9 @@ static int jw_grow(struct jw *w, size_t need)
     return 0;
 }
 
-static void jw_raw(struct jw *w, const char *s, size_t n)
+static inline void jw_raw(struct jw *w, const char *s, size_t n)
 {
-    if (jw_grow(w, n) < 0)
+    if (w->len + n > w->cap && jw_grow(w, n) < 0)
         return;
     memcpy(w->p + w->len, s, n);
     w->len += n;
@@ -68,12 +68,24 @@ static void jw_lit(struct jw *w, const char *s)
 
 static void jw_u64(struct jw *w, uint64_t v)
 {
+    static const char pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
     char tmp[24];
     int i = sizeof(tmp);
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
+    while (v >= 100) {
+        unsigned d = (unsigned)(v % 100) * 2;
+        v /= 100;
+        tmp[--i] = pairs[d + 1];
+        tmp[--i] = pairs[d];
+    }
+    if (v >= 10) {
+        tmp[--i] = pairs[v * 2 + 1];
+        tmp[--i] = pairs[v * 2];
+    } else {
+        tmp[--i] = (char)('0' + v);
+    }
     jw_raw(w, tmp + i, sizeof(tmp) - (size_t)i);
 }
 
@@ -85,21 +97,6 @@ static void jw_i64(struct jw *w, int64_t v)
     } else {
         jw_u64(w, (uint64_t)v);
     }
-}
-
-static void jw_double(struct jw *w, double v)
-{
-    char tmp[40];
-    if (!isfinite(v)) {
-        jw_lit(w, "null");
-        return;
-    }
-    if (v == floor(v) && fabs(v) < 9e15) {
-        jw_i64(w, (int64_t)v);
-        return;
-    }
-    int n = snprintf(tmp, sizeof(tmp), "%.15g", v);
-    jw_raw(w, tmp, (size_t)n);
 }
 
 /* <ns> as milliseconds, exact: integer part, up to six decimals */
@@ -119,6 +116,33 @@ static void jw_ms(struct jw *w, uint64_t ns)
             n--;
         jw_raw(w, tmp, (size_t)n + 1);
     }
+}
+
+static void jw_double(struct jw *w, double v)
+{
+    char tmp[40];
+    if (!isfinite(v)) {
+        jw_lit(w, "null");
+        return;
+    }
+    if (v == floor(v) && fabs(v) < 9e15) {
+        jw_i64(w, (int64_t)v);
+        return;
+    }
+    /* times are whole ns in ms: print those exactly without snprintf */
+    if (fabs(v) < 1e9) {
+        double k = nearbyint(v * 1e6);
+        if (k / 1e6 == v) {
+            if (k < 0) {
+                jw_raw(w, "-", 1);
+                k = -k;
+            }
+            jw_ms(w, (uint64_t)k);
+            return;
+        }
+    }
+    int n = snprintf(tmp, sizeof(tmp), "%.15g", v);
+    jw_raw(w, tmp, (size_t)n);
 }
 
 /* length of the valid UTF-8 sequence at <s> (n bytes left), 0 if invalid */

@@ -56,7 +56,7 @@ static const char *const sect_help[S__COUNT] = {
     "TLS termination on the client listener",
     "admin listener: /metrics, /healthz, /readyz, /stats",
     "per-request JSONL records",
-    "SLOs for goodput (SPEC section 6)",
+    "SLOs of a good request, for goodput",
     "limits and timeouts",
 };
 
@@ -98,88 +98,89 @@ static const struct opt opts[] = {
     /* [proxy] */
     { "listen", S_PROXY, T_STR, F(listen), "127.0.0.1:8080", "ADDR:PORT",
       0, 0, NULL, check_listen,
-      "client listener: IPV4:PORT or [IPV6]:PORT" },
+      "client listener, IPV4:PORT or [IPV6]:PORT" },
     { "workers", S_PROXY, T_UINT, F(workers), "1", "N", 1, 256, NULL, NULL,
-      "event-loop threads sharing the listener (SO_REUSEPORT), 1..256" },
+      "event-loop threads (SO_REUSEPORT), 1..256" },
     { "log_level", S_PROXY, T_ENUM, F(log_level), "info", "LEVEL", 0, 0,
       log_names, NULL, "log verbosity: error, warn, info or debug" },
     { "think_tags", S_PROXY, T_ENUM, F(think_tags), "auto", "MODE", 0, 0,
       think_names, NULL,
-      "<think>...</think> in answer text counts as reasoning: auto, on or off" },
+      "<think>..</think> as reasoning: auto, on, off" },
     { "add_request_id", S_PROXY, T_BOOL, F(add_request_id), "false", NULL,
       0, 0, NULL, NULL,
-      "add an X-Request-Id header upstream when the client sent none" },
+      "add X-Request-Id upstream when absent" },
     { "drain_timeout", S_PROXY, T_DUR, F(drain_timeout_ms), "30s", "DURATION",
       0, DAY, NULL, NULL,
-      "on SIGTERM, how long in-flight streams get to finish" },
+      "SIGTERM grace period for in-flight streams" },
     /* [upstream] */
     { "upstream", S_UPSTREAM, T_STR, F(upstream), "", "URL", 0, 0, NULL,
       check_upstream,
-      "model server, http[s]://HOST[:PORT][/BASE/PATH] (required)" },
+      "model server, http[s]://HOST[:PORT][/BASE]" },
     { "upstream_ca", S_UPSTREAM, T_STR, F(upstream_ca), "", "FILE", 0, 0,
       NULL, NULL,
-      "CA bundle (PEM) for the upstream's certificate (default: system CAs)" },
+      "CA bundle (PEM) to verify it (else system CAs)" },
     { "upstream_cert", S_UPSTREAM, T_STR, F(upstream_cert), "", "FILE", 0, 0,
-      NULL, NULL, "client certificate (PEM) presented to an https upstream" },
+      NULL, NULL, "client certificate (PEM) shown to upstream" },
     { "upstream_key", S_UPSTREAM, T_STR, F(upstream_key), "", "FILE", 0, 0,
       NULL, NULL, "private key (PEM) of upstream_cert" },
     { "upstream_insecure", S_UPSTREAM, T_BOOL, F(upstream_insecure), "false",
       NULL, 0, 0, NULL, NULL,
-      "do not verify the upstream's certificate (testing only)" },
+      "skip upstream certificate checks (testing)" },
     { "upstream_pool", S_UPSTREAM, T_UINT, F(upstream_pool), "64", "N",
       0, 65536, NULL, NULL,
-      "idle keep-alive upstream connections kept for reuse (0: none)" },
+      "idle keep-alive connections kept (0: none)" },
     /* [tls] */
     { "tls_cert", S_TLS, T_STR, F(tls_cert), "", "FILE", 0, 0, NULL, NULL,
-      "certificate chain (PEM): terminate TLS on the client listener" },
+      "certificate chain (PEM): serve TLS to clients" },
     { "tls_key", S_TLS, T_STR, F(tls_key), "", "FILE", 0, 0, NULL, NULL,
       "private key (PEM) of tls_cert" },
     { "tls_client_ca", S_TLS, T_STR, F(tls_client_ca), "", "FILE", 0, 0, NULL,
-      NULL, "require client certificates signed by these CAs (PEM)" },
+      NULL, "require client certificates from these CAs" },
     /* [admin] */
     { "admin", S_ADMIN, T_STR, F(admin), "127.0.0.1:9464", "ADDR:PORT", 0, 0,
       NULL, check_admin,
-      "admin listener (/metrics /healthz /readyz /stats), or off" },
+      "/metrics /healthz /readyz /stats, or off" },
     { "model_label_cap", S_ADMIN, T_UINT, F(model_label_cap), "32", "N",
       1, 10000, NULL, NULL,
-      "distinct model label values; later models count as __other__" },
+      "distinct model labels, then __other__" },
     /* [record] */
     { "record", S_RECORD, T_STR, F(record), "", "FILE", 0, 0, NULL, NULL,
-      "append one JSON record per request to FILE (- = stdout, empty = off)" },
+      "JSONL records file, - = stdout, empty = off" },
     { "record_queue", S_RECORD, T_UINT, F(record_queue), "4096", "N",
       1, 1048576, NULL, NULL,
-      "records queued for the writer; beyond it they are dropped and counted" },
+      "records queued before drops (counted)" },
     /* [slo] */
     { "goodput", S_SLO, T_STR, F(goodput), "", "SPEC", 0, 0, NULL,
       check_goodput,
-      "SLOs of a good request, TAG:VALUE ... (e.g. \"ttft:500 itl:50\")" },
+      "TAG:VALUE ..., e.g. \"ttft:500 itl:50\"" },
     /* [limits] */
     { "max_header_bytes", S_LIMITS, T_SIZE, F(max_header_bytes), "64k", "SIZE",
       1 * KIB, 16 * MIB, NULL, NULL,
-      "largest request header block (431 beyond it)" },
+      "request header block (431 beyond)" },
     { "max_headers", S_LIMITS, T_UINT, F(max_headers), "100", "N", 1, 10000,
-      NULL, NULL, "most request header fields (431 beyond it)" },
+      NULL, NULL, "request header fields (431 beyond)" },
     { "max_body_bytes", S_LIMITS, T_SIZE, F(max_body_bytes), "32m", "SIZE",
-      1, 64 * GIB, NULL, NULL, "largest request body (413 beyond it)" },
+      1, 64 * GIB, NULL, NULL, "request body (413 beyond)" },
     { "buffer_bytes", S_LIMITS, T_SIZE, F(buffer_bytes), "256k", "SIZE",
       4 * KIB, 1 * GIB, NULL, NULL,
-      "bytes buffered per direction before the sending side is paused" },
+      "per-direction buffer before backpressure" },
     { "head_timeout", S_LIMITS, T_DUR, F(head_timeout_ms), "10s", "DURATION",
       1, DAY, NULL, NULL,
-      "absolute deadline for a complete request head (408)" },
+      "deadline for a whole request head (408)" },
     { "connect_timeout", S_LIMITS, T_DUR, F(connect_timeout_ms), "5s",
-      "DURATION", 1, DAY, NULL, NULL, "upstream connect, TLS included (502)" },
+      "DURATION", 1, DAY, NULL, NULL,
+      "upstream connect, TLS handshake included" },
     { "response_timeout", S_LIMITS, T_DUR, F(response_timeout_ms), "600s",
       "DURATION", 1, DAY, NULL, NULL,
-      "request sent to upstream response headers (504)" },
+      "upstream time to response headers" },
     { "upstream_idle_timeout", S_LIMITS, T_DUR, F(upstream_idle_ms), "300s",
       "DURATION", 1, DAY, NULL, NULL,
-      "longest silence between upstream response bytes" },
+      "longest gap between upstream bytes" },
     { "client_idle_timeout", S_LIMITS, T_DUR, F(client_idle_ms), "75s",
       "DURATION", 1, DAY, NULL, NULL,
-      "idle client keep-alive connection lifetime" },
+      "idle client keep-alive connection" },
     { "max_connections", S_LIMITS, T_UINT, F(max_connections), "20000", "N",
-      1, 1000000, NULL, NULL, "concurrent client connections (per process)" },
+      1, 1000000, NULL, NULL, "concurrent client connections" },
 };
 
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
@@ -956,7 +957,10 @@ int tt_config_check(const struct tt_config *c, char *err, size_t errlen)
         snprintf(err, errlen, "--tls-client-ca: needs --tls-cert and --tls-key");
         return -1;
     }
-    if (strcmp(c->admin, "off") != 0 && strcmp(c->admin, c->listen) == 0) {
+    /* the same address twice would serve admin on the proxy port; port 0
+     * (any free port) gives two different ports */
+    if (strcmp(c->admin, "off") != 0 && strcmp(c->admin, c->listen) == 0 &&
+        !(strlen(c->admin) > 2 && strcmp(c->admin + strlen(c->admin) - 2, ":0") == 0)) {
         snprintf(err, errlen, "--admin: must differ from --listen (%s)",
                  c->listen);
         return -1;
@@ -1015,20 +1019,15 @@ void tt_config_usage(FILE *out)
                 snprintf(left, sizeof(left), "%s %s", flag, o->meta);
             else
                 snprintf(left, sizeof(left), "%s", flag);
-            if (o->def[0] && o->type != T_BOOL) {
-                if (34 + strlen(o->help) + strlen(o->def) + 11 <= 80)
-                    fprintf(out, "  %-31s %s (default %s)\n", left, o->help,
-                            o->def);
-                else
-                    fprintf(out, "  %-31s %s\n  %-31s (default %s)\n", left,
-                            o->help, "", o->def);
-            } else {
-                fprintf(out, "  %-31s %s\n", left, o->help);
-            }
+            fprintf(out, "  %-31s %s\n", left, o->help);
+            if (o->check == check_upstream)
+                fprintf(out, "  %-31s (required)\n", "");
+            else if (o->def[0] && o->type != T_BOOL)
+                fprintf(out, "  %-31s (default %s)\n", "", o->def);
         }
         if (s == S_SLO)
-            fprintf(out, "  %-31s per-model SLOs: [slo.MODEL] sections in the "
-                    "config file\n", "");
+            fprintf(out, "  %-31s per-model SLOs: [slo.MODEL] in the config "
+                    "file\n", "");
     }
     fputs("\nGoodput SPEC: space-separated TAG:VALUE, values in ms (tokens/s for\n"
           "output_token_throughput_per_user, tokens for counts); aliases ttft,\n"
@@ -1052,6 +1051,19 @@ static int print_config(const struct tt_config *c, FILE *out, int comments)
             opt_format(c, o, val, sizeof(val));
             if (comments)
                 fprintf(out, "\n# %s\n", o->help);
+            if (comments && o->check == check_upstream)
+                fputs("# (required, e.g. http://127.0.0.1:8000 or "
+                      "https://host/openai)\n", out);
+            if (comments && o->check == check_goodput)
+                fputs("# tags: time_to_first_token, time_to_second_token,\n"
+                      "# time_to_first_output_token, request_latency,\n"
+                      "# inter_token_latency, output_token_throughput_per_user "
+                      "(>=),\n"
+                      "# input_sequence_length, output_sequence_length,\n"
+                      "# output_token_count, reasoning_token_count, "
+                      "reasoning_latency;\n"
+                      "# aliases ttft, ttfo, itl, tpot, e2el.  Values in ms, "
+                      "tokens/s or tokens.\n", out);
             fprintf(out, "%s =%s%s\n", o->key, val[0] ? " " : "", val);
         }
     }

@@ -68,6 +68,7 @@ struct tt_conn {
     struct tt_stream   *stream;     /* owned, per response */
     struct tt_inspect   insp;
     uint64_t            now;        /* stamp of the read being handled */
+    uint64_t            last_cread; /* stamp of the latest client read */
     size_t              head_bytes;
     uint64_t            body_bytes;
     unsigned            nreq;
@@ -514,7 +515,9 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
 static void request_complete(struct tt_conn *c)
 {
     c->rq = RQ_DONE;
-    c->req.ts[TT_TS_REQUEST_COMPLETE] = c->now;
+    /* the last request byte arrived with the latest client read, even when
+     * it waited in the buffer for the upstream connection */
+    c->req.ts[TT_TS_REQUEST_COMPLETE] = c->last_cread;
     c->req.bytes_in = c->body_bytes;
     if (c->insp_on) {
         tt_inspect_finish(&c->insp, &c->req);
@@ -867,7 +870,7 @@ static void client_read(struct bufferevent *bev, void *arg)
 {
     struct tt_conn *c = arg;
     (void)bev;
-    c->now = tt_now_mono();
+    c->now = c->last_cread = tt_now_mono();
     client_process(c);
 }
 

@@ -4,8 +4,9 @@
  * Worker 0 runs on the main thread and also owns the signal events and the
  * admin listener; workers 1..N-1 run on their own threads.  Every worker
  * has its own SO_REUSEPORT listener, so the kernel spreads connections.
- * All workers share one aggregator (a mutex taken once per finished
- * request and once per scrape) and one record writer (its own queue).
+ * All workers share one aggregator (it takes its own lock once per
+ * finished request and once per scrape) and one record writer (its own
+ * queue).
  *
  * SIGTERM/SIGINT: every listener stops, idle connections close, busy ones
  * close after their current response; when none is left (or the grace
@@ -39,8 +40,6 @@
 #include "proxy/worker.h"
 #include "tls/tls.h"
 
-static pthread_mutex_t agg_lock = PTHREAD_MUTEX_INITIALIZER;
-
 void tt_worker_request_start(struct tt_worker *w)
 {
     w->inflight++;
@@ -67,25 +66,12 @@ void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
         pthread_rwlock_unlock(&srv->slo_lock);
         resp = &res;
     }
-    pthread_mutex_lock(&agg_lock);
-    tt_agg_observe(w->agg, r, &m, resp);
-    pthread_mutex_unlock(&agg_lock);
+    tt_agg_observe(w->agg, r, &m, resp);     /* locks the aggregator itself */
     if (srv->rec != NULL) {
         line = tt_record_format(r, &m, source, resp, &len);
         if (line != NULL)
             tt_recorder_submit(srv->rec, line, len);
     }
-}
-
-/* the admin listener's view of the aggregates, under the lock */
-int tt_server_metrics(struct tt_agg *a, struct evbuffer *out, int json)
-{
-    int rc;
-
-    pthread_mutex_lock(&agg_lock);
-    rc = json ? tt_agg_stats_json(a, out) : tt_agg_prometheus(a, out);
-    pthread_mutex_unlock(&agg_lock);
-    return rc;
 }
 
 void tt_worker_conn_gone(struct tt_worker *w)
@@ -359,10 +345,22 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
     for (i = 0; i < 3; i++)
         evsignal_add(sigs[i], NULL);
 
-    tt_log_info("tokentap %s listening on %s, upstream %s://%s%s, admin %s, %u worker%s",
-                TT_VERSION, srv->cfg.listen, srv->up.tls ? "https" : "http",
-                srv->up.authority, srv->up.base_path,
-                cfg->admin, srv->nworkers, srv->nworkers > 1 ? "s" : "");
+    {
+        char admin[300];
+        if (srv->admin != NULL) {
+            /* the bound port, so that --admin ADDR:0 can be found */
+            const char *colon = strrchr(cfg->admin, ':');
+            snprintf(admin, sizeof(admin), "%.*s:%d",
+                     colon ? (int)(colon - cfg->admin) : 0, cfg->admin,
+                     tt_admin_port(srv->admin));
+        } else {
+            snprintf(admin, sizeof(admin), "off");
+        }
+        tt_log_info("tokentap %s listening on %s, upstream %s://%s%s, admin %s, %u worker%s",
+                    TT_VERSION, srv->cfg.listen, srv->up.tls ? "https" : "http",
+                    srv->up.authority, srv->up.base_path, admin, srv->nworkers,
+                    srv->nworkers > 1 ? "s" : "");
+    }
     for (started = 1; started < srv->nworkers; started++)
         if (pthread_create(&srv->workers[started].thread, NULL, worker_main,
                            &srv->workers[started]) != 0) {

@@ -37,10 +37,4 @@ struct tt_server {
 /* run the proxy until SIGTERM/SIGINT; returns the process exit status */
 int tt_server_run(const struct tt_config *cfg, int argc, char **argv);
 
-struct tt_agg;
-struct evbuffer;
-/* Prometheus text (json=0) or /stats JSON (json=1) of the shared
- * aggregates, taken under the aggregation lock (admin listener) */
-int tt_server_metrics(struct tt_agg *a, struct evbuffer *out, int json);
-
 #endif

@@ -21,8 +21,6 @@
 
 static const unsigned char bom_bytes[3] = { 0xEF, 0xBB, 0xBF };
 
-enum { SKIP_NONE = 0, SKIP_OVERSIZE, SKIP_COMMENT };
-
 void tt_sse_init(struct tt_sse *d, size_t max_event)
 {
     memset(d, 0, sizeof(*d));
@@ -146,28 +144,82 @@ static void process_line(struct tt_sse *d, const char *s, size_t n,
     /* "id", "retry" and unknown fields: ignored */
 }
 
-/* keep the start of a line cut by the end of a feed */
+/*
+ * Keep the start of a line cut by the end of a feed.  Only what the line
+ * can still mean is stored, and only as much as processing the complete line
+ * at once would accept, so the outcome never depends on where feeds split:
+ * a field name longer than "event" (or a comment) is ignored; a data value
+ * that no longer fits the event bound drops the event now rather than at
+ * the line's end; an event name is kept to the length it is truncated to.
+ */
+#define FIELD_DATA  1
+#define FIELD_EVENT 2
+#define EVENT_LINE_KEEP (6 + 1 + TT_SSE_EVENT_NAME_MAX)    /* "event:" ' ' name */
+
 static void keep_partial(struct tt_sse *d, const char *s, size_t n)
 {
-    if (n == 0 || d->skip_line != SKIP_NONE)
+    size_t total, keep = n;
+
+    if (n == 0 || d->skip_line)
         return;
-    if (d->line_len == 0 && s[0] == ':') {
-        d->skip_line = SKIP_COMMENT;    /* comments are never needed */
-        return;
-    }
-    if (d->skip_event) {
-        d->skip_line = SKIP_OVERSIZE;   /* the event is dropped anyway */
+    if ((d->line_len == 0 && s[0] == ':') || d->skip_event) {
+        d->skip_line = 1;           /* a comment, or a line of a dropped event */
         return;
     }
-    if (n > d->max_event || d->line_len + n + d->data_len > d->max_event ||
-        reserve(&d->line, &d->line_cap, d->line_len + n) < 0) {
+    if (d->field == 0) {
+        const char *colon = memchr(s, ':', n);
+        size_t name_part = colon ? (size_t)(colon - s) : n;
+        char name[8];
+
+        if (d->line_len + name_part > 5) {
+            d->skip_line = 1;       /* unknown field */
+            d->line_len = 0;
+            return;
+        }
+        if (colon != NULL) {
+            if (d->line_len > 0)
+                memcpy(name, d->line, d->line_len);
+            memcpy(name + d->line_len, s, name_part);
+            name_part += d->line_len;
+            if (name_part == 4 && memcmp(name, "data", 4) == 0) {
+                d->field = FIELD_DATA;
+            } else if (name_part == 5 && memcmp(name, "event", 5) == 0) {
+                d->field = FIELD_EVENT;
+            } else {
+                d->skip_line = 1;   /* id, retry, unknown: ignored */
+                d->line_len = 0;
+                return;
+            }
+        }
+    }
+    total = d->line_len + n;
+    if (d->field == FIELD_DATA) {
+        /* the value so far: after "data:" and one optional space */
+        size_t vlen = total - 5;
+        char c5 = total > 5 ? (d->line_len > 5 ? d->line[5] : s[5 - d->line_len]) : 0;
+        if (c5 == ' ')
+            vlen--;
+        if (vlen > d->max_event || d->data_len + vlen + 1 > d->max_event) {
+            d->line_len = 0;
+            d->skip_line = 1;
+            oversize(d);
+            return;
+        }
+    } else if (d->field == FIELD_EVENT) {
+        keep = d->line_len >= EVENT_LINE_KEEP ? 0 : EVENT_LINE_KEEP - d->line_len;
+        if (keep > n)
+            keep = n;
+    }
+    if (reserve(&d->line, &d->line_cap, d->line_len + keep) < 0) {
         d->line_len = 0;
-        d->skip_line = SKIP_OVERSIZE;
+        d->skip_line = 1;
         oversize(d);
         return;
     }
-    memcpy(d->line + d->line_len, s, n);
-    d->line_len += n;
+    if (keep > 0) {
+        memcpy(d->line + d->line_len, s, keep);
+        d->line_len += keep;
+    }
 }
 
 static void feed_bytes(struct tt_sse *d, const char *p, size_t len,
@@ -193,18 +245,19 @@ static void feed_bytes(struct tt_sse *d, const char *p, size_t len,
         }
         if (*q == '\r')
             d->cr = 1;
-        if (d->skip_line != SKIP_NONE) {
-            d->skip_line = SKIP_NONE;   /* the dropped line ends here */
+        if (d->skip_line) {
+            d->skip_line = 0;           /* the dropped line ends here */
         } else if (d->line_len == 0) {
             process_line(d, p, (size_t)(q - p), cb, ctx);
         } else {
             keep_partial(d, p, (size_t)(q - p));
-            if (d->skip_line != SKIP_NONE)
-                d->skip_line = SKIP_NONE;
+            if (d->skip_line)
+                d->skip_line = 0;
             else
                 process_line(d, d->line, d->line_len, cb, ctx);
             d->line_len = 0;
         }
+        d->field = 0;
         p = q + 1;
     }
 }
@@ -239,12 +292,13 @@ void tt_sse_finish(struct tt_sse *d, int flush, tt_sse_cb cb, void *ctx)
         feed_bytes(d, (const char *)bom_bytes, n, cb, ctx);
     }
     if (flush) {
-        if (d->line_len > 0 && d->skip_line == SKIP_NONE)
+        if (d->line_len > 0 && !d->skip_line)
             process_line(d, d->line, d->line_len, cb, ctx);
         dispatch(d, cb, ctx);
     }
     d->line_len = 0;
-    d->skip_line = SKIP_NONE;
+    d->field = 0;
+    d->skip_line = 0;
     d->skip_event = 0;
     d->cr = 0;
     d->bom = 0;

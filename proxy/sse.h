@@ -40,7 +40,8 @@ struct tt_sse {
     uint8_t  bom;           /* BOM bytes matched so far; 3 = decided */
     uint8_t  cr;            /* last byte was CR: a following LF is ignored */
     uint8_t  has_data;      /* at least one data: field in this event */
-    uint8_t  skip_line;     /* dropping the rest of an oversize line */
+    uint8_t  field;         /* field of the partial line: 0 not known yet, 1 data, 2 event */
+    uint8_t  skip_line;     /* dropping the rest of a line that cannot matter */
     uint8_t  skip_event;    /* dropping the rest of an oversize event */
     uint32_t oversize;      /* events skipped for size */
     uint64_t dispatched;    /* events delivered */

@@ -238,6 +238,53 @@ static void test_sse_oversize(void **state)
     }
 }
 
+/* the bound is exact and the same whether a line arrives whole or cut */
+static void test_sse_oversize_boundary(void **state)
+{
+    char in[1024], want[256];
+    size_t n = 0;
+    int mode, i;
+
+    (void)state;
+    /* 63 value bytes + LF = 64: fits a 64-byte bound */
+    n += (size_t)sprintf(in + n, "data: ");
+    for (i = 0; i < 63; i++)
+        in[n++] = 'a';
+    n += (size_t)sprintf(in + n, "\n\n");
+    /* 64 value bytes: does not */
+    n += (size_t)sprintf(in + n, "data:");
+    for (i = 0; i < 64; i++)
+        in[n++] = 'b';
+    n += (size_t)sprintf(in + n, "\n\n");
+    /* 30 + 1 + 32 + 1 = 64 over two lines: fits */
+    n += (size_t)sprintf(in + n, "data: %030d\ndata:%032d\n\n", 0, 0);
+    /* a long event name is truncated, never an oversize event */
+    n += (size_t)sprintf(in + n, "event: ");
+    for (i = 0; i < 300; i++)
+        in[n++] = 'e';
+    n += (size_t)sprintf(in + n, "\ndata: z\n\n");
+    /* long unknown fields are ignored */
+    n += (size_t)sprintf(in + n, "retryyyyy: ");
+    for (i = 0; i < 300; i++)
+        in[n++] = 'r';
+    n += (size_t)sprintf(in + n, "\ndata: w\n\n");
+
+    i = sprintf(want, "|");
+    memset(want + i, 'a', 63);
+    i += 63;
+    i += sprintf(want + i, "\x1e|%030d\n%032d\x1e", 0, 0);
+    memset(want + i, 'e', TT_SSE_EVENT_NAME_MAX);
+    i += TT_SSE_EVENT_NAME_MAX;
+    sprintf(want + i, "|z\x1e|w\x1e");
+    for (mode = 0; mode < 40; mode++) {
+        struct out o;
+        uint32_t over = 0;
+        sse_run(in, n, mode, 64, 0, &o, &over);
+        assert_string_equal(o.buf, want);
+        assert_int_equal(over, 1);
+    }
+}
+
 static void test_sse_split_invariance(void **state)
 {
     static const char in[] =
@@ -435,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_sse_other_fields),
         cmocka_unit_test(test_sse_unterminated_end),
         cmocka_unit_test(test_sse_oversize),
+        cmocka_unit_test(test_sse_oversize_boundary),
         cmocka_unit_test(test_sse_split_invariance),
         cmocka_unit_test(test_sse_buffers_reused),
         cmocka_unit_test(test_ndjson_lines),

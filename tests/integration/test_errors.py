@@ -1,0 +1,72 @@
+"""tokentap's own error responses: 502 / 504 / 408 (SPEC 4, 9)."""
+import time
+
+import harness
+from harness import build_request
+
+
+def check_error_shape(t, r, status):
+    t.eq(r.status, status, "status")
+    t.check((r.header("Content-Type") or "").startswith("application/json"),
+            f"Content-Type {r.header('Content-Type')!r} is not JSON")
+    try:
+        j = r.json()
+    except ValueError:
+        raise harness.Failure(f"error body is not JSON: {r.body[:200]!r}")
+    t.check(isinstance(j, dict) and isinstance(j.get("error"), dict),
+            f"error body lacks an \"error\" object: {j}")
+    for k in ("message", "type", "code"):
+        t.check(k in j["error"], f"error object lacks \"{k}\": {j}")
+    t.check(isinstance(j["error"]["message"], str) and j["error"]["message"],
+            "error.message empty")
+    return j
+
+
+def test_upstream_refused_502(t):
+    """upstream port closed: 502 in the OpenAI error shape, recorded as
+    error type upstream_connect"""
+    dead = harness.free_port()
+    px = t.proxy(f"http://127.0.0.1:{dead}")
+    r = px.post("/v1/chat/completions", harness.chat_body({}))
+    check_error_shape(t, r, 502)
+    rec = px.records(1)[0]
+    t.check(rec.get("error") is not None, "record has no error")
+    t.eq(rec["error"].get("type"), "upstream_connect", "error.type")
+    t.eq(rec["error"].get("code"), 502, "error.code")
+
+
+def test_no_response_headers_504(t):
+    """upstream accepts but never answers: 504 after --response-timeout, the
+    upstream request is closed, and the record says upstream_timeout"""
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=["--response-timeout", "1s"])
+    t0 = time.monotonic()
+    r = px.post("/v1/chat/completions", harness.chat_body({"hang": True}))
+    dt = time.monotonic() - t0
+    check_error_shape(t, r, 504)
+    t.check(0.9 <= dt <= 1.0 + 1.5 * t.slow, f"504 after {dt:.2f}s, want about 1s")
+    harness.wait_until(lambda: sim.stats()["aborted"] >= 1, 2 * t.slow,
+                       what="the sim to see the hung request closed")
+    rec = px.records(1)[0]
+    t.eq((rec.get("error") or {}).get("code"), 504, "error.code")
+    t.eq((rec.get("error") or {}).get("type"), "upstream_timeout", "error.type")
+
+
+def test_slow_request_head_408(t):
+    """a request head not complete by --head-timeout gets 408 and a close;
+    nothing reaches the upstream"""
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=["--head-timeout", "1s"])
+    before = sim.stats()["requests"]
+    c = px.conn()
+    t0 = time.monotonic()
+    c.send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-")
+    time.sleep(0.3)
+    c.send(b"Type: application/json\r\n")      # still trickling, no end
+    r = c.response("POST")
+    dt = time.monotonic() - t0
+    check_error_shape(t, r, 408)
+    t.check(0.9 <= dt <= 1.0 + 1.5 * t.slow, f"408 after {dt:.2f}s, want about 1s")
+    t.check(c.closed_by_peer(2), "connection not closed after 408")
+    c.close()
+    t.eq(sim.stats()["requests"], before, "requests at the upstream")
