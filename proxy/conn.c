@@ -754,11 +754,13 @@ static void upstream_process(struct tt_conn *c)
                 return;
             }
             if (e != HPE_OK) {
+                const char *why = llhttp_get_error_reason(&c->rsp)
+                                ? llhttp_get_error_reason(&c->rsp) : llhttp_errno_name(e);
+                /* the framing error is the cause; the cut stream its effect */
+                tt_request_set_error(&c->req, 502, "upstream_bad_response", why);
                 if (c->stream != NULL)
                     tt_stream_end(c->stream, 0, c->now);
-                fail_request(c, 502, "upstream_bad_response",
-                             llhttp_get_error_reason(&c->rsp) ? llhttp_get_error_reason(&c->rsp)
-                                                              : llhttp_errno_name(e));
+                fail_request(c, 502, "upstream_bad_response", why);
             }
             return;
         case RS_TUNNEL:
@@ -932,10 +934,11 @@ static void upstream_event(struct bufferevent *bev, short what, void *arg)
 
     c->now = tt_now_mono();
     if (what & BEV_EVENT_TIMEOUT) {
+        static const char why[] = "no bytes from the upstream within upstream_idle";
+        tt_request_set_error(&c->req, 504, "upstream_idle_timeout", why);
         if (c->stream != NULL)
             tt_stream_end(c->stream, 0, c->now);
-        fail_request(c, 504, "upstream_idle_timeout",
-                     "no bytes from the upstream within upstream_idle");
+        fail_request(c, 504, "upstream_idle_timeout", why);
         return;
     }
     if (c->rs == RS_TUNNEL) {

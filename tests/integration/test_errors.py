@@ -70,3 +70,29 @@ def test_slow_request_head_408(t):
     t.check(c.closed_by_peer(2), "connection not closed after 408")
     c.close()
     t.eq(sim.stats()["requests"], before, "requests at the upstream")
+
+
+def test_upstream_idle_mid_stream_504_recorded(t):
+    """an upstream that goes silent mid-stream for longer than
+    --upstream-idle-timeout: the client is cut off after the bytes already
+    sent, the upstream request is closed, and the record says 504
+    upstream_idle_timeout (the cause), not a consequence of it"""
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=["--upstream-idle-timeout", "500ms"])
+    c = px.conn()
+    c.send(build_request("POST", "/v1/chat/completions",
+                         harness.chat_body({"tokens": 3, "ttft_ms": 10, "gap_ms": 3000})))
+    r = c.read_head()
+    t.eq(r.status, 200, "status")
+    t0 = time.monotonic()
+    c.read_body(r, "POST")
+    dt = time.monotonic() - t0
+    c.close()
+    t.check(not r.complete, "body complete despite the silent upstream")
+    t.eq(r.body.count(b'"content":"tok'), 1, "token events before the cut")
+    t.check(0.4 <= dt <= 0.5 + 1.5 * t.slow, f"cut after {dt:.2f}s, want about 0.5s")
+    harness.wait_until(lambda: sim.stats()["aborted"] >= 1, 2 * t.slow,
+                       what="the sim to see the stalled request closed")
+    rec = px.records(1)[0]
+    t.eq((rec.get("error") or {}).get("code"), 504, "error.code")
+    t.eq((rec.get("error") or {}).get("type"), "upstream_idle_timeout", "error.type")

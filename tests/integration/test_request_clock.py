@@ -14,14 +14,16 @@ from harness import build_request, metric, timeline, timeout
 
 
 def run(t, px, body, path="/v1/chat/completions", rid=None):
-    """one request through the proxy; (Response, record)"""
+    """one request through the proxy; (Response, its record)"""
     headers = [("X-Request-Id", rid)] if rid else []
+    n0 = len(px.records())
     r = px.post(path, body, headers=headers, timeout=30)
-    recs = px.records(len(px.records()) + 0 or 1)
     if rid:
         recs = harness.wait_until(lambda: [x for x in px.records()
                                            if x["metadata"].get("x_request_id") == rid],
                                   5 * t.slow, what=f"record {rid}")
+    else:
+        recs = px.records(n0 + 1)
     return r, recs[-1]
 
 
@@ -162,6 +164,20 @@ def test_truncated_stream_recorded(t):
     t.eq(rec["error"].get("type"), "truncated", "error.type")
 
 
+def test_upstream_reset_mid_stream_recorded(t):
+    """upstream sends RST after 5 events: the client's body is cut and the
+    record is an error"""
+    sim = t.sim()
+    px = t.proxy(sim.url)
+    r, rec = run(t, px, harness.chat_body({"tokens": 20, "gap_ms": 5, "reset_after": 5}))
+    t.eq(r.status, 200, "status")
+    t.check(not r.complete, "client saw a complete body from a reset upstream")
+    t.check(r.body.count(b'"content":"tok') == 5, "the 5 events before the reset did not all arrive")
+    t.check(rec.get("error") is not None, "record has no error")
+    t.eq(rec["error"].get("code"), 502, "error.code")
+    t.eq(rec["metadata"]["token_events"], 5, "token_events")
+
+
 def test_missing_terminal_marker_truncated(t):
     """a well-framed chunked body without data: [DONE] is a truncated stream"""
     sim = t.sim()
@@ -203,9 +219,10 @@ def test_client_observed_ttft_matches_record(t):
     lim = 1.0 if not t.san else 5.0
     t.check(abs(med) <= lim, f"client TTFT - record TTFT: median {med:.3f} ms "
                              f"(all: {[round(d, 3) for d in diffs]}), want within {lim} ms")
-    worst = max(abs(d) for d in diffs)
-    t.check(worst <= 3 * lim, f"client TTFT - record TTFT: worst {worst:.3f} ms, want within {3 * lim}")
-    t.note(f"median diff {med:.3f} ms, worst {worst:.3f} ms")
+    within = sum(1 for d in diffs if abs(d) <= lim)
+    t.check(within >= 5, f"only {within} of 7 requests within {lim} ms: "
+                         f"{[round(d, 3) for d in diffs]}")
+    t.note(f"median diff {med:.3f} ms; all {[round(d, 3) for d in diffs]}")
 
 
 # ---- one designed stream per API dialect -------------------------------------
@@ -266,7 +283,12 @@ def dialect_case(path, body, api, source):
             t.check(rc is not None and 1 <= rc <= 9,
                     f"estimated reasoning_token_count {rc} not within 1..9")
             t.eq(metric(rec, "output_token_count") + rc, 10, "output + reasoning tokens")
-        t.eq(metric(rec, "input_sequence_length"), 10, "input_sequence_length")
+        if api != "tgi":
+            # TGI's stream reports no prompt token count (details has
+            # generated_tokens only), so ISL is absent there
+            t.eq(metric(rec, "input_sequence_length"), 10, "input_sequence_length")
+        else:
+            t.eq(metric(rec, "input_sequence_length"), None, "input_sequence_length (absent)")
     return test
 
 

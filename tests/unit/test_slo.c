@@ -98,7 +98,7 @@ static void test_parse_every_tag(void **state)
     assert_int_equal(tt_metric_by_tag("output_token_throughput_per_user"),
                      TT_M_OTPS_USER);
     assert_int_equal(tt_metric_by_tag("ttft"), -1);
-    assert_string_equal(tt_metric_unit[TT_M_OTPS_USER], "tokens/sec");
+    assert_string_equal(tt_metric_unit[TT_M_OTPS_USER], "tokens/sec/user");
     assert_string_equal(tt_metric_unit[TT_M_TTFT], "ms");
     assert_string_equal(tt_metric_unit[TT_M_OSL], "tokens");
 }
