@@ -32,7 +32,7 @@ static void on_ev(void *ctx, const struct tt_sse_event *ev)
 {
     struct digest *d = ctx;
     if (ev->data_len > MAX_EVENT || ev->data[ev->data_len] != '\0' ||
-        strlen(ev->name) != ev->name_len || ev->name_len > TT_SSE_EVENT_NAME_MAX)
+        ev->name[ev->name_len] != '\0' || ev->name_len > TT_SSE_EVENT_NAME_MAX)
         abort();
     mix(d, ev->name, ev->name_len);
     mix(d, ev->data, ev->data_len);

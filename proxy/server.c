@@ -129,8 +129,12 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
     if (w->draining)
         return;
     w->draining = 1;
-    if (w->listener != NULL)
-        evconnlistener_disable(w->listener);
+    /* close the listening socket: new clients are refused by the kernel
+     * (and go to another instance) instead of waiting in a backlog */
+    if (w->listener != NULL) {
+        evconnlistener_free(w->listener);
+        w->listener = NULL;
+    }
     tt_upstream_close_idle(w);
     evtimer_add(w->grace_ev, &grace);
     for (c = w->conns; c != NULL; c = next) {
@@ -374,11 +378,18 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
         pthread_join(srv->workers[i].thread, NULL);
     }
     rc = 0;
+
     tt_log_info("drained, exiting");
 out:
+    /* freeing the signal events restores the default handlers: ignore
+     * instead, so a repeated signal cannot kill a process exiting 0 while
+     * it flushes its records */
     for (i = 0; i < 3; i++)
         if (sigs[i])
             event_free(sigs[i]);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
     if (srv->admin)
         tt_admin_free(srv->admin);
     if (srv->workers)

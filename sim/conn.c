@@ -53,6 +53,7 @@ struct sim_conn {
     int limit_status;                 /* 413/431 when a limit tripped */
     int busy;                         /* a request was dispatched, response not ended */
     int upgraded;                     /* 101 sent: raw echo from now on */
+    int counted;                      /* this request counts in /stats */
     unsigned nreq;
     struct sim_resp *resp;            /* owned; the generated response */
     struct evbuffer *outq;            /* bytes not yet given to the bufferevent */
@@ -365,7 +366,9 @@ static void end_now(struct sim_conn *c)
     enum sim_end how = c->end;
     int fd;
 
-    sim_srv.completed++;
+    if (c->counted)
+        sim_srv.completed++;
+    c->counted = 0;
     switch (how) {
     case SIM_END_KEEPALIVE:
         sim_resp_free(c->resp);
@@ -567,6 +570,7 @@ static void dispatch(struct sim_conn *c)
         return;
     }
     sim_srv.requests++;
+    c->counted = 1;
     sim_count_path(q->url, q->path_len);
 
     if (llhttp_get_upgrade(&c->parser)) {
@@ -580,6 +584,7 @@ static void dispatch(struct sim_conn *c)
         sim_conn_write(c, sw, sizeof(sw) - 1);
         sim_conn_write(c, extra, strlen(extra));
         sim_conn_write(c, "\r\n", 2);
+        conn_parse(c);   /* bytes that came with the request head */
         return;
     }
     if (path_is(q, "/health")) {
@@ -590,6 +595,7 @@ static void dispatch(struct sim_conn *c)
         sim_srv.requests = sim_srv.connections = sim_srv.aborted = 0;
         sim_srv.completed = 0;
         sim_srv.npaths = 0;
+        c->counted = 0;
         sim_conn_reply(c, 200, "application/json", "{}", 2, ka);
         return;
     }
@@ -616,16 +622,16 @@ static void conn_parse(struct sim_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->bev);
 
+    if (c->upgraded) {
+        evbuffer_add_buffer(c->outq, in);
+        pump(c);
+        return;
+    }
     while (!c->busy) {
         struct evbuffer_iovec v;
         enum llhttp_errno e;
         size_t used;
 
-        if (c->upgraded) {
-            evbuffer_add_buffer(c->outq, in);
-            pump(c);
-            return;
-        }
         if (evbuffer_get_length(in) == 0 || evbuffer_peek(in, -1, NULL, &v, 1) < 1)
             return;
         e = llhttp_execute(&c->parser, v.iov_base, v.iov_len);

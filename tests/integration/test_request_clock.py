@@ -2,10 +2,15 @@
 checked against the numbers in the record.
 
 The sim times every event from the instant the request was complete at the
-sim (t_start): token event k at t_start + ttft_ms + k * gap_ms (reasoning
-events first).  The proxy's t0 is the first request byte it read, a fraction
-of a millisecond earlier, so record values match the design within t.tol_ms
-(5 ms release, 15 ms under sanitizers).
+sim (t_start): headers and the dialect's head events at t_start, token event
+k at t_start + ttft_ms + k * gap_ms (reasoning events first).  The proxy's
+t0 is the first request byte it read; between the two lie the upstream
+connect (avoided: every proxy here is warmed up so the upstream connection
+is reused) and the forwarding of the request, a fraction of a millisecond
+on an idle machine but more on a loaded one.  So designed instants are
+checked relative to the record's own response_headers boundary (= the sim's
+t_start; sanity-checked to be under 50 ms), within t.tol_ms (6 ms release,
+15 ms under sanitizers); durations between two events need no reference.
 """
 import statistics
 
@@ -27,21 +32,45 @@ def run(t, px, body, path="/v1/chat/completions", rid=None):
     return r, recs[-1]
 
 
+def warm_proxy(t, **kw):
+    """sim + proxy with one pooled upstream connection already open"""
+    sim = t.sim()
+    px = t.proxy(sim.url, **kw)
+    r = px.request("GET", "/health")
+    t.eq(r.status, 200, "warm-up status")
+    px.records(1)
+    return sim, px
+
+
+def ref_ms(t, rec):
+    """the sim's t_start on the record's clock: response_headers (ms)"""
+    b = timeline(rec, "response_headers")
+    t.check(b is not None, "record has no response_headers boundary")
+    t.check(b < 50 * t.slow, f"response headers {b:.1f} ms after t0: upstream far too slow")
+    return b
+
+
+def near_design(t, rec, tag, design, what=None):
+    """metric <tag> is <design> ms after the sim's t_start"""
+    v = metric(rec, tag)
+    t.near(None if v is None else v - ref_ms(t, rec), design, t.tol_ms,
+           f"{what or tag} (relative to response_headers)")
+
+
 @timeout(40)
 def test_ttft_latency_itl_of_designed_stream(t):
     """first token at 450 ms, 119 more 25 ms apart: TTFT 450, request
     latency 3425, ITL 25, every inter-chunk gap 25, OSL 120 from usage"""
-    sim = t.sim()
-    px = t.proxy(sim.url)
+    sim, px = warm_proxy(t)
     r, rec = run(t, px, harness.chat_body({"ttft_ms": 450, "tokens": 120, "gap_ms": 25,
                                            "usage": True}), rid="clock-1")
     t.eq(r.status, 200, "status")
     tol = t.tol_ms
     t.eq(rec["error"], None, "record error")
     t.eq(rec["metadata"]["api"], "openai.chat", "api")
-    t.near(metric(rec, "time_to_first_token"), 450, tol, "time_to_first_token")
-    t.near(metric(rec, "time_to_first_output_token"), 450, tol, "time_to_first_output_token")
-    t.near(metric(rec, "request_latency"), 3425, tol, "request_latency")
+    near_design(t, rec, "time_to_first_token", 450)
+    near_design(t, rec, "time_to_first_output_token", 450)
+    near_design(t, rec, "request_latency", 3425)
     t.near(metric(rec, "inter_token_latency"), 25, tol / 20, "inter_token_latency")
     t.near(metric(rec, "time_to_second_token"), 25, tol, "time_to_second_token")
     t.near(metric(rec, "output_token_throughput_per_user"), 40, 40 * (tol / 20) / 25 + 0.01,
@@ -62,31 +91,29 @@ def test_ttft_latency_itl_of_designed_stream(t):
 def test_reasoning_first_ttfo_minus_ttft(t):
     """20 reasoning tokens 20 ms apart, then the answer: TTFT at the first
     reasoning token, TTFO 400 ms later, reasoning_latency 400"""
-    sim = t.sim()
-    px = t.proxy(sim.url)
+    sim, px = warm_proxy(t)
     r, rec = run(t, px, harness.chat_body({"ttft_ms": 200, "reasoning_tokens": 20, "tokens": 10,
                                            "gap_ms": 20, "usage": True}))
     t.eq(r.status, 200, "status")
     tol = t.tol_ms
     ttft = metric(rec, "time_to_first_token")
     ttfo = metric(rec, "time_to_first_output_token")
-    t.near(ttft, 200, tol, "time_to_first_token")
-    t.near(ttfo, 600, tol, "time_to_first_output_token")
+    near_design(t, rec, "time_to_first_token", 200)
+    near_design(t, rec, "time_to_first_output_token", 600)
     t.near(ttfo - ttft, 400, tol, "TTFO - TTFT")
     t.near(metric(rec, "reasoning_latency"), 400, tol, "reasoning_latency")
     t.eq(metric(rec, "reasoning_token_count"), 20, "reasoning_token_count")
     t.eq(metric(rec, "output_token_count"), 10, "output_token_count")
     t.eq(metric(rec, "output_sequence_length"), 30, "output_sequence_length")
     t.eq(rec["metadata"]["token_count_source"], "usage", "token_count_source")
-    t.near(metric(rec, "request_latency"), 200 + 29 * 20, tol, "request_latency")
+    near_design(t, rec, "request_latency", 200 + 29 * 20)
 
 
 @timeout(30)
 def test_multi_token_events_icl_vs_itl(t):
     """3 tokens per event every 90 ms: inter-chunk gaps are 90 ms, ITL is
     (request_latency - TTFT) / (OSL - 1) = 810 / 29 ms per token"""
-    sim = t.sim()
-    px = t.proxy(sim.url)
+    sim, px = warm_proxy(t)
     r, rec = run(t, px, harness.chat_body({"ttft_ms": 100, "tokens": 30, "tokens_per_event": 3,
                                            "gap_ms": 90, "usage": True}))
     t.eq(r.status, 200, "status")
@@ -98,41 +125,44 @@ def test_multi_token_events_icl_vs_itl(t):
     t.eq(metric(rec, "output_sequence_length"), 30, "output_sequence_length")
     t.eq(rec["metadata"]["token_events"], 10, "token_events")
     ttft, rl = metric(rec, "time_to_first_token"), metric(rec, "request_latency")
-    t.near(ttft, 100, tol, "time_to_first_token")
-    t.near(rl, 100 + 9 * 90, tol, "request_latency")
+    near_design(t, rec, "time_to_first_token", 100)
+    near_design(t, rec, "request_latency", 100 + 9 * 90)
     t.near(metric(rec, "inter_token_latency"), (rl - ttft) / 29, 0.01, "ITL by the SPEC formula")
     t.near(metric(rec, "inter_token_latency"), 810 / 29, tol / 29 * 2, "inter_token_latency")
 
 
 @timeout(30)
 def test_role_only_chunk_does_not_stop_ttft(t):
-    """the role-only first chunk (sent with the headers at 100 ms) is an event
-    but not a token event: TTFT is the first content token at 300 ms"""
-    sim = t.sim()
-    px = t.proxy(sim.url)
-    r, rec = run(t, px, harness.chat_body({"headers_delay_ms": 100, "ttft_ms": 300,
-                                           "tokens": 5, "gap_ms": 10, "role_chunk": True}))
+    """the role-only first chunk (sent with the headers) is an event but not
+    a token event: TTFT is the first content token, 300 ms later"""
+    sim, px = warm_proxy(t)
+    r, rec = run(t, px, harness.chat_body({"ttft_ms": 300, "tokens": 5, "gap_ms": 10,
+                                           "role_chunk": True}))
     t.eq(r.status, 200, "status")
     t.check(b'"role":"assistant"' in harness.sse_events(r.body)[0], "first event is not the role chunk")
-    tol = t.tol_ms
-    t.near(timeline(rec, "response_headers"), 100, tol, "timeline response_headers")
-    t.near(timeline(rec, "first_event"), 100, tol, "timeline first_event")
-    t.near(timeline(rec, "first_token"), 300, tol, "timeline first_token")
-    t.near(metric(rec, "time_to_first_token"), 300, tol, "time_to_first_token")
+    t.check(b'"content":"tok' not in harness.sse_events(r.body)[0], "role chunk carries content")
+    b = ref_ms(t, rec)
+    t.near(timeline(rec, "first_event") - b, 0, t.tol_ms, "first_event (the role chunk) - response_headers")
+    t.near(timeline(rec, "first_token") - b, 300, t.tol_ms, "first_token - response_headers")
+    near_design(t, rec, "time_to_first_token", 300)
     t.eq(rec["metadata"]["token_events"], 5, "token_events")
+    t.eq(rec["metadata"]["events"], 8, "events (role, 5 tokens, finish, [DONE])")
 
 
 def test_non_streaming_latency_only(t):
     """a JSON (non-streaming) response: request_latency, token counts from
     usage, and no TTFT/TTFO/ITL/inter-chunk metrics"""
-    sim = t.sim()
-    px = t.proxy(sim.url)
+    sim, px = warm_proxy(t)
     r, rec = run(t, px, harness.chat_body({"ttft_ms": 200, "tokens": 10, "gap_ms": 10},
                                           stream=False))
     t.eq(r.status, 200, "status")
     t.eq(r.json()["object"], "chat.completion", "response object")
     t.eq(rec["metadata"]["stream"], False, "metadata.stream")
-    t.near(metric(rec, "request_latency"), 290, t.tol_ms, "request_latency")
+    # the whole body leaves the sim at t_start + 200 + 9 * 10; this response
+    # has no earlier boundary, so the reference is the request being sent
+    rs = timeline(rec, "request_sent")
+    t.check(rs is not None and rs < 50 * t.slow, f"request_sent {rs}")
+    t.near(metric(rec, "request_latency") - rs, 290, t.tol_ms, "request_latency - request_sent")
     for tag in ("time_to_first_token", "time_to_second_token", "time_to_first_output_token",
                 "inter_token_latency", "inter_chunk_latency", "output_token_throughput_per_user"):
         t.check(tag not in rec["metrics"], f"{tag} present for a non-streaming response")
@@ -142,8 +172,7 @@ def test_non_streaming_latency_only(t):
 
 def test_midstream_error_recorded(t):
     """an error event after 5 tokens (HTTP 200) makes the request an error"""
-    sim = t.sim()
-    px = t.proxy(sim.url)
+    sim, px = warm_proxy(t)
     r, rec = run(t, px, harness.chat_body({"tokens": 20, "gap_ms": 5, "error_after": 5}))
     t.eq(r.status, 200, "status")
     t.check(b'"error"' in r.body, "error event not forwarded")
@@ -155,8 +184,7 @@ def test_midstream_error_recorded(t):
 def test_truncated_stream_recorded(t):
     """upstream closes mid-body after 5 events: error type "truncated", and
     the client's body is cut (not completed)"""
-    sim = t.sim()
-    px = t.proxy(sim.url)
+    sim, px = warm_proxy(t)
     r, rec = run(t, px, harness.chat_body({"tokens": 20, "gap_ms": 5, "truncate_after": 5}))
     t.eq(r.status, 200, "status")
     t.check(not r.complete, "client saw a complete body from a truncated upstream")
@@ -167,8 +195,7 @@ def test_truncated_stream_recorded(t):
 def test_upstream_reset_mid_stream_recorded(t):
     """upstream sends RST after 5 events: the client's body is cut and the
     record is an error"""
-    sim = t.sim()
-    px = t.proxy(sim.url)
+    sim, px = warm_proxy(t)
     r, rec = run(t, px, harness.chat_body({"tokens": 20, "gap_ms": 5, "reset_after": 5}))
     t.eq(r.status, 200, "status")
     t.check(not r.complete, "client saw a complete body from a reset upstream")
@@ -180,8 +207,7 @@ def test_upstream_reset_mid_stream_recorded(t):
 
 def test_missing_terminal_marker_truncated(t):
     """a well-framed chunked body without data: [DONE] is a truncated stream"""
-    sim = t.sim()
-    px = t.proxy(sim.url)
+    sim, px = warm_proxy(t)
     r, rec = run(t, px, harness.chat_body({"tokens": 5, "gap_ms": 5, "drop_terminal": True}))
     t.eq(r.status, 200, "status")
     t.check(r.complete, "body incomplete")
@@ -256,8 +282,7 @@ DIALECTS = {
 
 def dialect_case(path, body, api, source):
     def test(t):
-        sim = t.sim()
-        px = t.proxy(sim.url)
+        sim, px = warm_proxy(t)
         body2 = {k: v for k, v in body.items() if k != "sim_extra"}
         body2["sim"] = dict(SIMOPTS, **body.get("sim_extra", {}))
         r, rec = run(t, px, body2, path=path)
@@ -270,9 +295,9 @@ def dialect_case(path, body, api, source):
         t.eq(md["stream"], True, "stream")
         t.eq(md["token_events"], 10, "token_events")
         t.eq(md["reasoning_events"], 4, "reasoning_events")
-        t.near(metric(rec, "time_to_first_token"), 100, tol, "time_to_first_token")
-        t.near(metric(rec, "time_to_first_output_token"), 180, tol, "time_to_first_output_token")
-        t.near(metric(rec, "request_latency"), 100 + 9 * 20, tol, "request_latency")
+        near_design(t, rec, "time_to_first_token", 100)
+        near_design(t, rec, "time_to_first_output_token", 180)
+        near_design(t, rec, "request_latency", 100 + 9 * 20)
         t.eq(metric(rec, "output_sequence_length"), 10, "output_sequence_length")
         t.eq(md["token_count_source"], source, "token_count_source")
         if source == "usage":
