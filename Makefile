@@ -54,7 +54,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 BINS := $(BUILD)/tokentap $(BUILD)/tokentap-sim
 
-.PHONY: all deps test check unit demo install clean bench fuzz
+.PHONY: all deps test check unit demo install clean bench fuzz fuzz-run
 .DEFAULT_GOAL := all
 
 all: deps $(BINS)
@@ -103,6 +103,29 @@ demo: all
 bench: all
 	@sh bench/run.sh $(BUILD)
 
+# libFuzzer harnesses (clang): make fuzz; make fuzz-run FUZZ_SECONDS=60
+FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
+FUZZ_SECONDS ?= 30
+FUZZ_CFLAGS := $(STD) -g -O1 -fsanitize=fuzzer,address,undefined -I. $(LLHTTP_CFLAGS) -DTT_VERSION=\"$(VERSION)\"
+
+build-fuzz/llhttp.a: $(BUILD)/.deps-ok
+	@mkdir -p build-fuzz/llhttp
+	@if [ -n "$(LLHTTP_OBJ)" ]; then for f in api http llhttp; do \
+	    clang $(STD) -O1 -g -fsanitize=address $(LLHTTP_CFLAGS) -c -o build-fuzz/llhttp/$$f.o $(LLHTTP_SRCDIR)/$$f.c || exit 1; done; \
+	    ar rcs $@ build-fuzz/llhttp/*.o; else ar rcs $@; fi
+
+build-fuzz/%: fuzz/%.c $(CORE_SRC) build-fuzz/llhttp.a
+	clang $(FUZZ_CFLAGS) $(WARN) -o $@ $< $(CORE_SRC) build-fuzz/llhttp.a $(LIBS)
+
+fuzz: $(FUZZ_BIN)
+
+fuzz-run: fuzz
+	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \
+	    seeds=""; [ -d fuzz/corpus/$${n#fuzz_} ] && seeds=fuzz/corpus/$${n#fuzz_}; \
+	    echo "== $$n ($(FUZZ_SECONDS) s)"; \
+	    $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build-fuzz/corpus-$$n $$seeds 2>&1 | tail -n 3 || exit 1; done
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/tokentap $(DESTDIR)$(PREFIX)/share/tokentap
 	install -m 0755 $(BUILD)/tokentap $(BUILD)/tokentap-sim $(DESTDIR)$(PREFIX)/bin/
@@ -110,6 +133,6 @@ install: all
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/tokentap/
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(CORE_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(BUILD)/proxy/main.d

@@ -1,7 +1,7 @@
 /*
  * libFuzzer harness for proxy/sse.c and proxy/ndjson.c: decodes the input
  * whole and in pieces chosen by its first bytes, and aborts when the two
- * disagree (split invariance) or a bound is broken.  Build: fuzz/build.sh.
+ * disagree (split invariance) or a bound is broken.  Build: make fuzz.
  */
 #include <stddef.h>
 #include <stdint.h>

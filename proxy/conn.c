@@ -857,7 +857,8 @@ static void conn_free(struct tt_conn *c)
     event_free(c->ctimer);
     event_free(c->utimer);
     evbuffer_free(c->uphead);
-    bufferevent_free(c->cbev);
+    /* close_notify only when nothing was cut (TLS: a close-delimited body) */
+    tt_tls_close(c->cbev, c->rs_msg_done || c->rq == RQ_IDLE);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -904,6 +905,8 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
     struct tt_conn *c = arg;
     (void)bev;
 
+    if (what & BEV_EVENT_CONNECTED)
+        return;                     /* TLS handshake done */
     c->now = tt_now_mono();
     if (what & BEV_EVENT_ERROR)
         tt_log_debug("client connection error: %s",
@@ -935,6 +938,7 @@ static void upstream_write(struct bufferevent *bev, void *arg)
 static void upstream_event(struct bufferevent *bev, short what, void *arg)
 {
     struct tt_conn *c = arg;
+    const char *tls_why;
     (void)bev;
 
     c->now = tt_now_mono();
@@ -965,11 +969,16 @@ static void upstream_event(struct bufferevent *bev, short what, void *arg)
             return;
         }
     }
-    tt_tls_log_errors(bev, "upstream");
+    tls_why = tt_tls_log_errors(bev, "upstream");
     if (c->rs == RS_BODY) {
         if (c->stream != NULL)
             tt_stream_end(c->stream, 0, c->now);
         fail_request(c, 502, "truncated", "upstream closed the connection mid-response");
+    } else if (tls_why != NULL) {
+        /* e.g. a TLS 1.3 upstream refusing our (missing) client certificate */
+        char msg[512];
+        snprintf(msg, sizeof(msg), "upstream TLS error: %.400s", tls_why);
+        fail_request(c, 502, "upstream_tls", msg);
     } else {
         fail_request(c, 502, "upstream_reset",
                      "upstream closed the connection before the response head");

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "proxy/config.h"
+#include "proxy/jsonarena.h"
 #include "proxy/server.h"
 
 int tt_report_main(int argc, char **argv);
@@ -48,6 +49,8 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "report") == 0)
         return tt_report_main(argc - 1, argv + 1);
 
+    /* cJSON's allocation hooks are process-wide: set them before any thread */
+    tt_json_init();
     tt_config_defaults(&cfg);
     rc = tt_config_args(&cfg, argc - 1, argv + 1, err, sizeof(err));
     if (rc > 0)

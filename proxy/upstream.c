@@ -41,7 +41,7 @@ void tt_upstream_close(struct tt_upconn *u)
 {
     if (u == NULL)
         return;
-    bufferevent_free(u->bev);
+    tt_tls_close(u->bev, 1);
     free(u);
 }
 
@@ -92,33 +92,55 @@ static void connect_event(struct bufferevent *bev, short what, void *arg)
 {
     struct tt_upconn *u = arg;
     struct tt_conn *c = u->owner;
+    int tls = u->w->up->tls;
     (void)bev;
 
     if (what & BEV_EVENT_CONNECTED) {
+        uint64_t now = tt_now_mono();
+
+        if (tls && u->connected == 0) {
+            /* TCP is up; the TLS handshake follows on the same socket */
+            char why[256], msg[1024];
+
+            u->connected = now;
+            u->bev = tt_tls_upstream_start(u->w, u->bev, why, sizeof(why));
+            if (u->bev == NULL) {
+                snprintf(msg, sizeof(msg), "TLS to upstream %s:%s: %s",
+                         u->w->up->host, u->w->up->port, why);
+                free(u);
+                tt_conn_upstream_failed(c, 502, "upstream_tls", msg);
+                return;
+            }
+            bufferevent_setcb(u->bev, NULL, NULL, connect_event, u);
+            return;
+        }
         u->connecting = 0;
-        u->connected = tt_now_mono();
-        if (u->w->up->tls)
-            u->tls_done = u->connected;
+        if (tls)
+            u->tls_done = now;
+        else
+            u->connected = now;
         tt_conn_upstream_ready(c, u, 0);
         return;
     }
     {
         char msg[512];
         const char *why = NULL;
-        int tls = u->w->up->tls;
-        int dns_err = bufferevent_socket_get_dns_error(u->bev);
+        int in_tls = tls && u->connected != 0;
+        int dns_err = in_tls ? 0 : bufferevent_socket_get_dns_error(u->bev);
 
         if (dns_err)
             why = evutil_gai_strerror(dns_err);
-        if (why == NULL)
+        if (why == NULL && in_tls)
             why = tt_tls_log_errors(u->bev, "upstream");
+        if (why == NULL && in_tls && (what & BEV_EVENT_EOF))
+            why = "the upstream closed the connection during the handshake";
         if (why == NULL)
             why = evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR());
-        snprintf(msg, sizeof(msg), "cannot connect to upstream %s:%s: %s",
+        snprintf(msg, sizeof(msg), "%s upstream %s:%s: %s",
+                 in_tls ? "TLS handshake with" : "cannot connect to",
                  u->w->up->host, u->w->up->port, why);
         tt_upstream_close(u);
-        tt_conn_upstream_failed(c, 502, tls && !dns_err ? "upstream_tls" : "upstream_connect",
-                                msg);
+        tt_conn_upstream_failed(c, 502, in_tls ? "upstream_tls" : "upstream_connect", msg);
     }
 }
 

@@ -554,7 +554,7 @@ static void dispatch(struct sim_conn *c)
 {
     struct sim_req *q = &c->req;
     const struct sim_dialect *d;
-    enum sim_stream_rule rule;
+    enum sim_stream_rule rule = SIM_STREAM_NEVER;
     int ka = q->keep_alive;
 
     c->busy = 1;

@@ -57,6 +57,16 @@ def timeout(seconds):
     return deco
 
 
+def retry_on_failure(times=1):
+    """decorator for timing-sensitive tests: rerun a failed test (fresh
+    processes) up to <times> more times; the runner reports the first
+    failure next to the eventual pass, so flakiness stays visible"""
+    def deco(fn):
+        fn.retries = times
+        return fn
+    return deco
+
+
 def now_ns():
     return time.monotonic_ns()
 

@@ -59,7 +59,8 @@ def discover():
         order = getattr(mod, "ORDER", None)
         fns.sort(key=lambda x: (order.index(x[1]) if order and x[1] in order else 0, x[0], x[1]))
         for _, n, f in fns:
-            out.append((mod.__name__, n, getattr(f, "timeout", DEFAULT_TIMEOUT)))
+            out.append((mod.__name__, n, getattr(f, "timeout", DEFAULT_TIMEOUT),
+                        getattr(f, "retries", 0)))
     return out
 
 
@@ -100,6 +101,34 @@ def run_one(build, module, func, tmp):
     return 0
 
 
+def run_child(build, module, func, tmp, deadline, repo):
+    """run one test in its own process group; its verdict dict"""
+    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--build", build,
+                          "--one", f"{module}::{func}", "--tmp", tmp],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True, cwd=repo)
+    try:
+        out, err = p.communicate(timeout=deadline)
+    except subprocess.TimeoutExpired:
+        # the test and everything it started share its process group
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.communicate()
+        return {"verdict": "FAIL", "reason": f"timed out after {deadline}s"}
+    for line in reversed(out.decode("utf-8", "replace").splitlines()):
+        try:
+            v = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(v, dict) and "verdict" in v:
+            return v
+    return {"verdict": "FAIL",
+            "reason": f"test process exited {p.returncode} without a verdict: "
+                      + err.decode("utf-8", "replace").strip()[-600:].replace("\n", " | ")}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -121,8 +150,8 @@ def main():
 
     tests = [t for t in discover() if a.filter in f"{t[0]}.{t[1]}"]
     if a.list:
-        for m, f, to in tests:
-            print(f"{m}.{f}  (timeout {to}s)")
+        for m, f, to, rt in tests:
+            print(f"{m}.{f}  (timeout {to}s{', retried' if rt else ''})")
         return 0
 
     san = os.path.basename(os.path.normpath(build)).endswith("-san")
@@ -130,42 +159,31 @@ def main():
     passed = failed = skipped = 0
     root = tempfile.mkdtemp(prefix="tt-integ-")
     t_all = time.monotonic()
-    for module, func, to in tests:
+    for module, func, to, retries in tests:
         name = f"{module}.{func}"
         tmp = os.path.join(root, name)
-        os.makedirs(tmp, exist_ok=True)
         deadline = to * scale
         t0 = time.monotonic()
-        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--build", build,
-                              "--one", f"{module}::{func}", "--tmp", tmp],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             start_new_session=True, cwd=repo)
-        try:
-            out, err = p.communicate(timeout=deadline)
-            verdict = None
-            for line in reversed(out.decode("utf-8", "replace").splitlines()):
-                try:
-                    verdict = json.loads(line)
-                    break
-                except ValueError:
-                    continue
-            if verdict is None:
-                verdict = {"verdict": "FAIL",
-                           "reason": f"test process exited {p.returncode} without a verdict: "
-                                     + err.decode("utf-8", "replace").strip()[-600:].replace("\n", " | ")}
-        except subprocess.TimeoutExpired:
-            # the test and everything it started share its process group
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.communicate()
-            verdict = {"verdict": "FAIL", "reason": f"timed out after {deadline}s"}
+        first_failure = None
+        for attempt in range(retries + 1):
+            run_tmp = tmp if attempt == 0 else f"{tmp}.retry{attempt}"
+            os.makedirs(run_tmp, exist_ok=True)
+            verdict = run_child(build, module, func, run_tmp, deadline, repo)
+            if verdict["verdict"] != "FAIL" or attempt == retries:
+                break
+            first_failure = verdict["reason"]
+        if first_failure and verdict["verdict"] == "ok":
+            verdict["reason"] = (verdict["reason"] + "; " if verdict["reason"] else "") + \
+                f"passed on retry, first attempt: {first_failure}"
+            print(f"# {name}: passed on retry; first attempt failed: {first_failure}",
+                  file=sys.stderr)
         dt = time.monotonic() - t0
         v, reason = verdict["verdict"], verdict["reason"]
         if v == "ok":
             passed += 1
             extra = f"  ({dt:.1f}s{'; ' + reason if a.verbose and reason else ''})"
+            if first_failure:
+                extra += f"  [RETRIED; first attempt: {first_failure}]"
             print(f"ok   {name}{extra}")
         elif v == "SKIP":
             skipped += 1

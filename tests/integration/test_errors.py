@@ -35,6 +35,7 @@ def test_upstream_refused_502(t):
     t.eq(rec["error"].get("code"), 502, "error.code")
 
 
+@harness.retry_on_failure(1)
 def test_no_response_headers_504(t):
     """upstream accepts but never answers: 504 after --response-timeout, the
     upstream request is closed, and the record says upstream_timeout"""
@@ -52,6 +53,7 @@ def test_no_response_headers_504(t):
     t.eq((rec.get("error") or {}).get("type"), "upstream_timeout", "error.type")
 
 
+@harness.retry_on_failure(1)
 def test_slow_request_head_408(t):
     """a request head not complete by --head-timeout gets 408 and a close;
     nothing reaches the upstream"""
@@ -72,6 +74,7 @@ def test_slow_request_head_408(t):
     t.eq(sim.stats()["requests"], before, "requests at the upstream")
 
 
+@harness.retry_on_failure(1)
 def test_upstream_idle_mid_stream_504_recorded(t):
     """an upstream that goes silent mid-stream for longer than
     --upstream-idle-timeout: the client is cut off after the bytes already

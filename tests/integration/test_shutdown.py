@@ -74,4 +74,6 @@ def test_sigterm_refuses_new_connections(t):
     c.read_body(r, "POST")
     c.close()
     t.check(r.complete, "in-flight stream incomplete after SIGTERM")
+    rc = px.wait(10 * t.slow)
     t.eq(outcome, "refused", "a new connection during the drain")
+    t.eq(rc, 0, "exit status after the drain")

@@ -1,0 +1,315 @@
+#!/bin/sh
+# tokentap benchmark (SPEC section 8): `make bench`, or  sh bench/run.sh BUILD_DIR
+#
+# Side by side in one run, on loopback against tokentap-sim:
+#   direct (to the sim), nginx (proxy_buffering off, HTTP/1.1 keep-alive
+#   upstream), HAProxy (mode http), tokentap (records off / records to a file)
+# measures
+#   lat100  lateness of each token event vs the sim's schedule, 100 streams x 50 ev/s
+#   lat1    the same on a single stream
+#   tput    events/s through one worker with gap 0, and the proxy's CPU -> events/s per core
+#   wrk2    tokentap --workers 1 vs 2 under the same saturating load
+#   ttft    client-observed TTFT vs tokentap's record TTFT (matched by X-Request-Id)
+#   hold    ~10,000 slow streams held open; RSS per active stream
+# See bench/README.md for the method and the last figures.
+#
+# Knobs (environment): BENCH_ROUNDS (3), BENCH_ONEWAY=1 (also an NDJSON run with
+# the sim's CLOCK_REALTIME stamps: true one-way delay), BENCH_HOLD (streams for
+# the hold test, default min(10000, (ulimit -n - 64)/2)), BENCH_SKIP="hold ..."
+# BENCH_KEEP=1 keeps the temp dir.
+set -u
+
+B=${1:-build}
+case $B in /*) ;; *) B=$(pwd)/$B ;; esac
+D=$(cd "$(dirname "$0")" && pwd)
+ROUNDS=${BENCH_ROUNDS:-3}
+SKIP=" ${BENCH_SKIP:-} "
+
+for f in "$B/tokentap" "$B/tokentap-sim"; do
+    [ -x "$f" ] || { echo "bench: $f missing (run make first)" >&2; exit 1; }
+done
+command -v nginx >/dev/null 2>&1 || NO_NGINX=1
+command -v haproxy >/dev/null 2>&1 || NO_HAPROXY=1
+
+ulimit -n "$(ulimit -Hn)" 2>/dev/null
+NOFILE=$(ulimit -n)
+# other work on a small box adds noise; give the whole run a head start
+renice -n -10 $$ >/dev/null 2>&1 || true
+
+T=$(mktemp -d /tmp/tokentap-bench.XXXXXX)
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null; done
+    sleep 0.3
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+    if [ -n "${BENCH_KEEP:-}" ]; then echo "bench: kept $T" >&2; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+cc -O2 -Wall -o "$T/sse_load" "$D/sse_load.c" -lm || exit 1
+L=$T/sse_load
+RES=$T/results.txt
+: >"$RES"
+
+port() { "$L" --free-port; }
+up() { "$L" --wait-port "127.0.0.1:$1" || { echo "bench: $2 did not start; see $T" >&2; BENCH_KEEP=1; exit 1; }; }
+
+# ---- servers -------------------------------------------------------------------
+SIM=$(port)
+"$B/tokentap-sim" --listen "127.0.0.1:$SIM" >"$T/sim.out" 2>"$T/sim.err" &
+SIM_PID=$!; PIDS="$PIDS $SIM_PID"
+up "$SIM" tokentap-sim
+
+start_tt() { # name workers record-file|""
+    p=$(port)
+    if [ -n "$3" ]; then rec="--record $3"; else rec=""; fi
+    # shellcheck disable=SC2086
+    "$B/tokentap" --listen "127.0.0.1:$p" --upstream "http://127.0.0.1:$SIM" \
+        --admin off --log-level warn --workers "$2" $rec >"$T/$1.log" 2>&1 &
+    eval "${1}_PID=$!; ${1}_PORT=$p"
+    PIDS="$PIDS $!"
+    up "$p" "$1"
+}
+
+start_nginx() { # name
+    p=$(port); d=$T/$1; mkdir -p "$d"
+    cat >"$d/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+worker_rlimit_nofile $NOFILE;
+pid $d/nginx.pid;
+error_log $d/error.log warn;
+events { worker_connections 20000; use epoll; }
+http {
+    access_log off;
+    client_body_temp_path $d/body; proxy_temp_path $d/proxy;
+    fastcgi_temp_path $d/fcgi; uwsgi_temp_path $d/uwsgi; scgi_temp_path $d/scgi;
+    keepalive_timeout 600s; keepalive_requests 1000000;
+    tcp_nodelay on;
+    upstream sim { server 127.0.0.1:$SIM; keepalive 128; keepalive_requests 1000000; }
+    server {
+        listen 127.0.0.1:$p backlog=4096;
+        location / {
+            proxy_pass http://sim;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_request_buffering off;
+            proxy_read_timeout 600s;
+        }
+    }
+}
+EOF
+    nginx -p "$d" -e "$d/error.log" -c "$d/nginx.conf" >"$d/out" 2>&1 &
+    eval "${1}_PID=$!; ${1}_PORT=$p"
+    PIDS="$PIDS $!"
+    up "$p" "$1"
+}
+
+start_haproxy() { # name
+    p=$(port); d=$T/$1; mkdir -p "$d"
+    cat >"$d/haproxy.cfg" <<EOF
+global
+    maxconn 4000
+    nbthread 1
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 600s
+    timeout server 600s
+    timeout http-keep-alive 600s
+    option http-no-delay
+frontend fe
+    bind 127.0.0.1:$p
+    default_backend be
+backend be
+    http-reuse always
+    server sim 127.0.0.1:$SIM maxconn 4000
+EOF
+    haproxy -db -f "$d/haproxy.cfg" >"$d/out" 2>&1 &
+    eval "${1}_PID=$!; ${1}_PORT=$p"
+    PIDS="$PIDS $!"
+    up "$p" "$1"
+}
+
+CFGS="direct"
+direct_PORT=$SIM; direct_PID=$SIM_PID
+[ -z "${NO_NGINX:-}" ] && { start_nginx nginx; CFGS="$CFGS nginx"; }
+[ -z "${NO_HAPROXY:-}" ] && { start_haproxy haproxy; CFGS="$CFGS haproxy"; }
+start_tt tt 1 ""
+start_tt ttrec 1 "$T/ttrec.jsonl"
+CFGS="$CFGS tt ttrec"
+
+# load TEST CFG ROUND sse_load-args...  -> one line in $RES
+load() {
+    t=$1 c=$2 r=$3; shift 3
+    eval "p=\$${c}_PORT; pid=\$${c}_PID"
+    printf '  %-6s %-8s round %s ... ' "$t" "$c" "$r" >&2
+    out=$("$L" --connect "127.0.0.1:$p" --prefix "$t-$c-$r" --cpu-pid "$pid" --cpu-pid "$SIM_PID" "$@" | grep '^RESULT')
+    echo "test=$t cfg=$c round=$r $out" >>"$RES"
+    echo "$out" | tr ' ' '\n' | sed -n 's/^evps=/evps /p; s/^lat_p99_us=/p99 /p' | tr '\n' ' ' >&2
+    echo >&2
+}
+skip() { case $SKIP in *" $1 "*) return 0 ;; esac; return 1; }
+
+echo "bench: $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), ulimit -n $NOFILE, temp $T" >&2
+
+if ! skip lat100 || ! skip lat1; then
+    r=1
+    while [ $r -le "$ROUNDS" ]; do
+        for c in $CFGS; do
+            skip lat100 || { recarg=""; [ "$c" = ttrec ] && recarg="--records $T/ttrec.jsonl"
+                # shellcheck disable=SC2086
+                load lat100 "$c" $r --streams 100 --ttft 20 --tokens 100 --gap 20 --warmup 1 --duration 3 $recarg; }
+            skip lat1 || load lat1 "$c" $r --streams 1 --ttft 20 --tokens 100 --gap 20 --warmup 0.3 --duration 4
+        done
+        r=$((r + 1))
+    done
+fi
+
+if [ -n "${BENCH_ONEWAY:-}" ]; then
+    for c in $CFGS; do
+        load ow100 "$c" 1 --ollama --streams 100 --ttft 20 --tokens 100 --gap 20 --warmup 1 --duration 3
+        load ow1 "$c" 1 --ollama --streams 1 --ttft 20 --tokens 100 --gap 20 --warmup 0.3 --duration 4
+    done
+fi
+
+if ! skip tput; then
+    r=1
+    while [ $r -le 2 ]; do
+        for c in $CFGS; do
+            load tput "$c" $r --streams 32 --ttft 0 --tokens 1000000 --gap 0 --warmup 1 --duration 4 --ramp 0
+        done
+        r=$((r + 1))
+    done
+fi
+
+if ! skip wrk2; then
+    start_tt tt2 2 ""
+    r=1
+    while [ $r -le 2 ]; do
+        for c in tt tt2; do
+            load wrk2 "$c" $r --streams 64 --ttft 0 --tokens 1000000 --gap 0 --warmup 1 --duration 4 --ramp 0
+        done
+        r=$((r + 1))
+    done
+    kill "$tt2_PID" 2>/dev/null
+fi
+
+if ! skip ttft; then
+    load ttft direct 1 --streams 200 --ttft 20 --tokens 20 --gap 10 --warmup 1 --duration 4
+    load ttft ttrec 1 --streams 200 --ttft 20 --tokens 20 --gap 10 --warmup 1 --duration 4 --records "$T/ttrec.jsonl"
+fi
+
+if ! skip hold; then
+    HOLD=${BENCH_HOLD:-$(( (NOFILE - 64) / 2 ))}
+    [ "$HOLD" -gt 10000 ] && HOLD=10000
+    # fresh processes so that RSS before/after is about the held streams only
+    kill "$tt_PID" "$ttrec_PID" 2>/dev/null
+    [ -n "${nginx_PID:-}" ] && kill "$nginx_PID" 2>/dev/null
+    [ -n "${haproxy_PID:-}" ] && kill "$haproxy_PID" 2>/dev/null
+    sleep 0.5
+    HCFGS="tthold"
+    start_tt tthold 1 "$T/hold.jsonl"
+    [ -z "${NO_NGINX:-}" ] && { start_nginx nghold; HCFGS="nghold $HCFGS"; }
+    for c in $HCFGS; do
+        sleep 1
+        eval "hp=\$${c}_PID"
+        load hold "$c" 1 --streams "$HOLD" --ttft 100 --tokens 100 --gap 1000 --ramp 3 --warmup 3 --duration 4 --rss-pid "$hp"
+        kill "$hp" 2>/dev/null
+    done
+fi
+
+cp "$RES" "$B/bench-results.txt" 2>/dev/null
+
+# ---- summary --------------------------------------------------------------------
+NGV=$(nginx -v 2>&1 | sed 's/.*nginx\///')
+HAV=$(haproxy -v 2>/dev/null | head -1 | awk '{print $3}')
+echo
+echo "tokentap bench $(date -u +%F), $(nproc) vCPU, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), nginx $NGV, haproxy $HAV, load avg $(cut -d' ' -f1-3 /proc/loadavg)"
+awk -v rounds="$ROUNDS" '
+function med(k,   n, i, j, a, t) {
+    n = cnt[k]; if (!n) return "";
+    for (i = 1; i <= n; i++) a[i] = val[k, i];
+    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j+1] = a[j]; a[j+1] = t }
+    return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+}
+function g(t, c, f) { return med(t SUBSEP c SUBSEP f) }
+function fmt(x, d) { return x == "" ? "-" : sprintf("%." d "f", x) }
+function ms(x) { return x == "" ? "-" : sprintf("%.3f", x / 1000) }
+function add(x, y) { return (x == "" || y == "") ? "-" : sprintf("%+.3f", (x - y) / 1000) }
+{
+    t = ""; c = "";
+    for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "test") t = kv[2]; if (kv[1] == "cfg") c = kv[2] }
+    if (!(c in seen)) { seen[c] = 1; order[++no] = c }
+    for (i = 1; i <= NF; i++) {
+        eq = index($i, "="); if (!eq) continue
+        f = substr($i, 1, eq - 1); v = substr($i, eq + 1)
+        if (v !~ /^-?[0-9.]+$/) continue
+        k = t SUBSEP c SUBSEP f; val[k, ++cnt[k]] = v + 0
+    }
+    has[t] = 1
+}
+END {
+    name["direct"] = "direct (sim)"; name["nginx"] = "nginx"; name["haproxy"] = "haproxy";
+    name["tt"] = "tokentap"; name["ttrec"] = "tokentap+records"; name["tt2"] = "tokentap --workers 2";
+    name["tthold"] = "tokentap"; name["nghold"] = "nginx"
+    if (has["lat100"] || has["lat1"]) {
+        printf "\nPer-event lateness vs the sim schedule, ms (median of %d rounds); added = config - direct\n", rounds
+        printf "%-18s | %-31s | %-31s\n", "", "100 streams x 50 ev/s", "1 stream x 50 ev/s"
+        printf "%-18s | %7s %7s %7s %7s | %7s %7s %7s %7s\n", "config", "p50", "p99", "+p50", "+p99", "p50", "p99", "+p50", "+p99"
+        for (i = 1; i <= no; i++) { c = order[i]; if (g("lat100", c, "lat_p50_us") == "" && g("lat1", c, "lat_p50_us") == "") continue
+            printf "%-18s | %7s %7s %7s %7s | %7s %7s %7s %7s\n", name[c],
+              ms(g("lat100", c, "lat_p50_us")), ms(g("lat100", c, "lat_p99_us")),
+              add(g("lat100", c, "lat_p50_us"), g("lat100", "direct", "lat_p50_us")),
+              add(g("lat100", c, "lat_p99_us"), g("lat100", "direct", "lat_p99_us")),
+              ms(g("lat1", c, "lat_p50_us")), ms(g("lat1", c, "lat_p99_us")),
+              add(g("lat1", c, "lat_p50_us"), g("lat1", "direct", "lat_p50_us")),
+              add(g("lat1", c, "lat_p99_us"), g("lat1", "direct", "lat_p99_us")) }
+    }
+    if (has["ow100"]) {
+        printf "\nOne-way delay sim write -> client read (NDJSON, sim CLOCK_REALTIME stamps), ms\n"
+        printf "%-18s | %7s %7s | %7s %7s\n", "config", "100 p50", "p99", "1 p50", "p99"
+        for (i = 1; i <= no; i++) { c = order[i]; if (g("ow100", c, "ow_p50_us") == "") continue
+            printf "%-18s | %7s %7s | %7s %7s\n", name[c], ms(g("ow100", c, "ow_p50_us")), ms(g("ow100", c, "ow_p99_us")),
+              ms(g("ow1", c, "ow_p50_us")), ms(g("ow1", c, "ow_p99_us")) }
+    }
+    if (has["tput"]) {
+        printf "\nThroughput, 32 streams, gap 0 (median of 2 rounds); per core = events/s / proxy CPU\n"
+        printf "%-18s | %9s %9s %8s %10s %12s\n", "config", "events/s", "proxy CPU", "sim CPU", "us CPU/ev", "ev/s per core"
+        for (i = 1; i <= no; i++) { c = order[i]; e = g("tput", c, "evps"); if (e == "") continue
+            pc = g("tput", c, "cpu0_pct"); sc = g("tput", c, "cpu1_pct")
+            if (c == "direct") printf "%-18s | %9.0f %9s %7.0f%% %10s %12s\n", name[c], e, "-", sc, "-", "-"
+            else printf "%-18s | %9.0f %8.0f%% %7.0f%% %10.2f %12.0f\n", name[c], e, pc, sc, pc * 10000 / e, e * 100 / pc }
+    }
+    if (has["wrk2"]) {
+        printf "\n--workers scaling, 64 streams, gap 0 (median of 2 rounds)\n"
+        printf "%-22s | %9s %9s %8s\n", "config", "events/s", "proxy CPU", "sim CPU"
+        for (i = 1; i <= no; i++) { c = order[i]; e = g("wrk2", c, "evps"); if (e == "") continue
+            printf "%-22s | %9.0f %8.0f%% %7.0f%%\n", (c == "tt" ? "tokentap --workers 1" : name[c]), e, g("wrk2", c, "cpu0_pct"), g("wrk2", c, "cpu1_pct") }
+    }
+    if (has["ttft"] || g("lat100", "ttrec", "rec_matched") != "") {
+        printf "\nClient TTFT vs record TTFT (client - record), ms\n"
+        printf "%-30s | %8s %9s %9s %9s %9s\n", "load", "matched", "diff p50", "diff p99", "|diff|p99", "|diff|max"
+        if (g("lat100", "ttrec", "rec_matched") != "")
+            printf "%-30s | %8d %9s %9s %9s %9s\n", "100 x 50 ev/s (median rounds)", g("lat100", "ttrec", "rec_matched"),
+              ms(g("lat100", "ttrec", "ttft_diff_p50_us")), ms(g("lat100", "ttrec", "ttft_diff_p99_us")),
+              ms(g("lat100", "ttrec", "ttft_absdiff_p99_us")), ms(g("lat100", "ttrec", "ttft_absdiff_max_us"))
+        if (g("ttft", "ttrec", "rec_matched") != "")
+            printf "%-30s | %8d %9s %9s %9s %9s\n", sprintf("200 streams, %.0f ev/s", g("ttft", "ttrec", "evps")), g("ttft", "ttrec", "rec_matched"),
+              ms(g("ttft", "ttrec", "ttft_diff_p50_us")), ms(g("ttft", "ttrec", "ttft_diff_p99_us")),
+              ms(g("ttft", "ttrec", "ttft_absdiff_p99_us")), ms(g("ttft", "ttrec", "ttft_absdiff_max_us"))
+    }
+    if (has["hold"]) {
+        printf "\nHeld slow streams (1 event/s each)\n"
+        printf "%-10s | %7s %7s %9s %9s %10s %8s %9s\n", "proxy", "streams", "active", "RSS idle", "RSS held", "KiB/stream", "ev/s", "late p99"
+        for (i = 1; i <= no; i++) { c = order[i]; if (g("hold", c, "rss_kb") == "") continue
+            a = g("hold", c, "active"); r0 = g("hold", c, "rss0_kb"); r1 = g("hold", c, "rss_kb")
+            printf "%-10s | %7d %7d %7.1fMi %7.1fMi %10.1f %8.0f %8sms\n", name[c], g("hold", c, "streams"), a,
+              r0 / 1024, r1 / 1024, a ? (r1 - r0) / a : 0, g("hold", c, "evps"), ms(g("hold", c, "lat_p99_us")) }
+    }
+    errs = 0; for (k in cnt) { split(k, p, SUBSEP); if (p[3] == "errors") for (j = 1; j <= cnt[k]; j++) errs += val[k, j] }
+    printf "\nload generator errors: %d\n", errs
+}' "$RES"
