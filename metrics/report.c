@@ -595,7 +595,7 @@ static void print_metrics(FILE *out, const struct msum *ms, const char *title)
 static void print_scalars(FILE *out, const struct scalars *c)
 {
     struct table *t = table_new(NULL, 2);
-    char a[64], b[64], d[64];
+    char a[32], b[32], d[32];
     int r;
 
     if (t == NULL)
@@ -922,8 +922,8 @@ static uint64_t print_paired(FILE *out, const struct tt_rset *a, const struct tt
     snprintf(t->hdr[0], 48, "Metric");
     snprintf(t->hdr[1], 48, "pairs");
     snprintf(t->hdr[2], 48, "median d");
-    snprintf(t->hdr[3], 48, "95% CI low");
-    snprintf(t->hdr[4], 48, "95% CI high");
+    snprintf(t->hdr[3], 48, "95%% CI low");
+    snprintf(t->hdr[4], 48, "95%% CI high");
     snprintf(t->hdr[5], 48, "coverage");
     snprintf(t->hdr[6], 48, "median d/A");
     for (int k = 0; k < NMETRIC; k++) {
@@ -1264,13 +1264,16 @@ static int write_trace(const char *path, const struct tt_rset *s, uint64_t *writ
         free(v);
         return -1;
     }
+    int64_t first = 0;
     for (size_t i = 0; i < n; i++) {
         const struct tt_rrow *r = v[i];
         if (!(r->present & (1u << TT_M_ISL))) {
             (*skipped)++;       /* mooncake needs input_length */
             continue;
         }
-        long long ts = llround((double)(r->start_ns - v[0]->start_ns) / 1e6);
+        if (*written == 0)
+            first = r->start_ns;
+        long long ts = llround((double)(r->start_ns - first) / 1e6);
         fprintf(f, "{\"timestamp\": %lld, \"input_length\": %lld", ts,
                 llround(r->v[TT_M_ISL]));
         if (r->present & (1u << TT_M_OSL))

@@ -264,7 +264,9 @@ static int to_unit(int m, const char *u, double *v)
             return -1;
         return 0;
     }
-    if (strcmp(want, "tokens/sec") == 0 && strcmp(u, "tokens/sec/user") == 0)
+    /* AIPerf writes tokens/sec/user, older tokentap records tokens/sec */
+    if ((strcmp(want, "tokens/sec") == 0 || strcmp(want, "tokens/sec/user") == 0)
+        && (strcmp(u, "tokens/sec") == 0 || strcmp(u, "tokens/sec/user") == 0))
         return 0;
     return -1;
 }

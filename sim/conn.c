@@ -278,8 +278,7 @@ void sim_conn_head(struct sim_conn *c, int status, const char *ctype,
                    long long clen, int keep_alive, const char *extra)
 {
     const char *reason;
-    char buf[1024];
-    int n;
+    struct evbuffer *b;
 
     switch (status) {
     case 100: reason = "Continue"; break;
@@ -303,26 +302,21 @@ void sim_conn_head(struct sim_conn *c, int status, const char *ctype,
     case 529: reason = "Overloaded"; break;
     default:  reason = "Status"; break;
     }
-    n = snprintf(buf, sizeof(buf), "HTTP/1.1 %d %s\r\nServer: tokentap-sim\r\n",
-                 status, reason);
+    b = c->outq;   /* printf straight into the queue: no length limit on ctype */
+    evbuffer_add_printf(b, "HTTP/1.1 %d %s\r\nServer: tokentap-sim\r\n",
+                        status, reason);
     if (ctype)
-        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "Content-Type: %s\r\n",
-                      ctype);
+        evbuffer_add_printf(b, "Content-Type: %s\r\n", ctype);
     if (clen >= 0)
-        n += snprintf(buf + n, sizeof(buf) - (size_t)n,
-                      "Content-Length: %lld\r\n", clen);
+        evbuffer_add_printf(b, "Content-Length: %lld\r\n", clen);
     else if (clen == -1)
-        n += snprintf(buf + n, sizeof(buf) - (size_t)n,
-                      "Transfer-Encoding: chunked\r\n");
+        evbuffer_add_printf(b, "Transfer-Encoding: chunked\r\n");
     if (clen < 0)
-        n += snprintf(buf + n, sizeof(buf) - (size_t)n,
-                      "Cache-Control: no-cache\r\n");
-    n += snprintf(buf + n, sizeof(buf) - (size_t)n,
-                  "Connection: %s\r\nX-Sim-Conn-Requests: %u\r\n",
-                  keep_alive ? "keep-alive" : "close", c->nreq);
-    sim_conn_write(c, buf, (size_t)n);
+        evbuffer_add_printf(b, "Cache-Control: no-cache\r\n");
+    evbuffer_add_printf(b, "Connection: %s\r\nX-Sim-Conn-Requests: %u\r\n",
+                        keep_alive ? "keep-alive" : "close", c->nreq);
     if (extra && *extra)
-        sim_conn_write(c, extra, strlen(extra));
+        evbuffer_add(b, extra, strlen(extra));
     sim_conn_write(c, "\r\n", 2);
 }
 
@@ -597,6 +591,12 @@ static void dispatch(struct sim_conn *c)
         sim_srv.npaths = 0;
         c->counted = 0;
         sim_conn_reply(c, 200, "application/json", "{}", 2, ka);
+        return;
+    }
+    if (path_is(q, "/v1/models") && !strcmp(q->method, "GET")) {
+        static const char models[] = "{\"object\":\"list\",\"data\":[{\"id\":"
+            "\"sim-model\",\"object\":\"model\",\"owned_by\":\"tokentap-sim\"}]}";
+        sim_conn_reply(c, 200, "application/json", models, sizeof(models) - 1, ka);
         return;
     }
     if (path_is(q, "/echo")) {

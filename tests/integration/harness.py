@@ -532,28 +532,43 @@ class Proxy(Proc):
         binary = os.path.join(ctx.build, "tokentap")
         if not os.access(binary, os.X_OK):
             raise Skip(f"{binary} not built")
-        self.port = free_port()
         self.record_path = os.path.join(ctx.tmp, f"records{len(ctx.procs)}.jsonl") if record else None
-        argv = [binary, "--listen", f"127.0.0.1:{self.port}", "--upstream", upstream]
-        if admin == "auto":
-            self.admin_port = free_port()
-            admin = f"127.0.0.1:{self.admin_port}"
-        else:
-            self.admin_port = int(admin.rsplit(":", 1)[1]) if admin != "off" else None
-        argv += ["--admin", admin]
-        if self.record_path:
-            argv += ["--record", self.record_path]
-        argv += list(extra)
-        super().__init__(ctx, f"proxy{len(ctx.procs)}", argv, expect_rc=expect_rc)
-        if wait:
+        name = f"proxy{len(ctx.procs)}"
+        # free_port() can race with another process taking the port: retry
+        for attempt in range(3):
+            self.port = free_port()
+            argv = [binary, "--listen", f"127.0.0.1:{self.port}", "--upstream", upstream]
+            if admin == "auto" or (attempt and self.admin_auto):
+                self.admin_auto = True
+                self.admin_port = free_port()
+                adm = f"127.0.0.1:{self.admin_port}"
+            else:
+                self.admin_auto = False
+                adm = admin
+                self.admin_port = int(admin.rsplit(":", 1)[1]) if admin != "off" else None
+            argv += ["--admin", adm]
+            if self.record_path:
+                argv += ["--record", self.record_path]
+            argv += list(extra)
+            super().__init__(ctx, name, argv, expect_rc=expect_rc)
+            if not wait:
+                return
             end = time.monotonic() + 10 * ctx.slow
             while not port_accepts(self.port):
                 if not self.alive():
-                    raise Failure(f"tokentap exited {self.p.returncode} at start: "
-                                  f"{self.stderr()[-500:].decode('utf-8', 'replace')}")
+                    break
                 if time.monotonic() > end:
                     raise Failure("tokentap did not accept connections within 10s")
                 time.sleep(0.01)
+            if self.alive():
+                return
+            err = self.stderr()
+            if b"in use" in err and attempt < 2:
+                self.wait(1)
+                ctx.procs.remove(self)
+                continue
+            raise Failure(f"tokentap exited {self.p.returncode} at start: "
+                          f"{err[-500:].decode('utf-8', 'replace')}")
 
     def conn(self, **kw):
         return Conn(self.port, **kw)
