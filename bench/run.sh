@@ -81,7 +81,7 @@ worker_processes 1;
 worker_rlimit_nofile $NOFILE;
 pid $d/nginx.pid;
 error_log $d/error.log warn;
-events { worker_connections 20000; use epoll; }
+events { worker_connections $NOFILE; use epoll; }
 http {
     access_log off;
     client_body_temp_path $d/body; proxy_temp_path $d/proxy;
@@ -178,9 +178,9 @@ fi
 
 if ! skip tput; then
     r=1
-    while [ $r -le 2 ]; do
+    while [ $r -le "$ROUNDS" ]; do
         for c in $CFGS; do
-            load tput "$c" $r --streams 32 --ttft 0 --tokens 1000000 --gap 0 --warmup 1 --duration 4 --ramp 0
+            load tput "$c" $r --streams 32 --ttft 0 --tokens 2000 --gap 0 --warmup 1 --duration 3 --ramp 0
         done
         r=$((r + 1))
     done
@@ -189,9 +189,9 @@ fi
 if ! skip wrk2; then
     start_tt tt2 2 ""
     r=1
-    while [ $r -le 2 ]; do
+    while [ $r -le "$ROUNDS" ]; do
         for c in tt tt2; do
-            load wrk2 "$c" $r --streams 64 --ttft 0 --tokens 1000000 --gap 0 --warmup 1 --duration 4 --ramp 0
+            load wrk2 "$c" $r --streams 64 --ttft 0 --tokens 2000 --gap 0 --warmup 1 --duration 3 --ramp 0
         done
         r=$((r + 1))
     done
@@ -199,26 +199,32 @@ if ! skip wrk2; then
 fi
 
 if ! skip ttft; then
-    load ttft direct 1 --streams 200 --ttft 20 --tokens 20 --gap 10 --warmup 1 --duration 4
-    load ttft ttrec 1 --streams 200 --ttft 20 --tokens 20 --gap 10 --warmup 1 --duration 4 --records "$T/ttrec.jsonl"
+    # 200 streams of 20 tokens, 50 ev/s each: ~10k events/s and ~450 requests/s
+    r=1
+    while [ $r -le "$ROUNDS" ]; do
+        load ttft direct $r --streams 200 --ttft 20 --tokens 20 --gap 20 --warmup 1 --duration 3
+        load ttft ttrec $r --streams 200 --ttft 20 --tokens 20 --gap 20 --warmup 1 --duration 3 --records "$T/ttrec.jsonl"
+        r=$((r + 1))
+    done
 fi
 
 if ! skip hold; then
-    HOLD=${BENCH_HOLD:-$(( (NOFILE - 64) / 2 ))}
+    # each proxied stream costs the proxy two descriptors (client + upstream)
+    HOLD=${BENCH_HOLD:-$(( (NOFILE - 400) / 2 ))}
     [ "$HOLD" -gt 10000 ] && HOLD=10000
     # fresh processes so that RSS before/after is about the held streams only
     kill "$tt_PID" "$ttrec_PID" 2>/dev/null
     [ -n "${nginx_PID:-}" ] && kill "$nginx_PID" 2>/dev/null
     [ -n "${haproxy_PID:-}" ] && kill "$haproxy_PID" 2>/dev/null
     sleep 0.5
-    HCFGS="tthold"
+    HCFGS="direct tthold"
     start_tt tthold 1 "$T/hold.jsonl"
     [ -z "${NO_NGINX:-}" ] && { start_nginx nghold; HCFGS="nghold $HCFGS"; }
     for c in $HCFGS; do
         sleep 1
         eval "hp=\$${c}_PID"
         load hold "$c" 1 --streams "$HOLD" --ttft 100 --tokens 100 --gap 1000 --ramp 3 --warmup 3 --duration 4 --rss-pid "$hp"
-        kill "$hp" 2>/dev/null
+        [ "$c" != direct ] && kill "$hp" 2>/dev/null
     done
 fi
 
@@ -251,6 +257,7 @@ function add(x, y) { return (x == "" || y == "") ? "-" : sprintf("%+.3f", (x - y
         k = t SUBSEP c SUBSEP f; val[k, ++cnt[k]] = v + 0
     }
     has[t] = 1
+    for (i = 1; i <= NF; i++) if ($i ~ /^threads_pct=/) thr[c] = substr($i, 13)
 }
 END {
     name["direct"] = "direct (sim)"; name["nginx"] = "nginx"; name["haproxy"] = "haproxy";
@@ -277,7 +284,7 @@ END {
               ms(g("ow1", c, "ow_p50_us")), ms(g("ow1", c, "ow_p99_us")) }
     }
     if (has["tput"]) {
-        printf "\nThroughput, 32 streams, gap 0 (median of 2 rounds); per core = events/s / proxy CPU\n"
+        printf "\nThroughput, 32 streams x 2000 events, gap 0 (median of %d rounds); per core = events/s / proxy CPU\n", rounds
         printf "%-18s | %9s %9s %8s %10s %12s\n", "config", "events/s", "proxy CPU", "sim CPU", "us CPU/ev", "ev/s per core"
         for (i = 1; i <= no; i++) { c = order[i]; e = g("tput", c, "evps"); if (e == "") continue
             pc = g("tput", c, "cpu0_pct"); sc = g("tput", c, "cpu1_pct")
@@ -285,10 +292,10 @@ END {
             else printf "%-18s | %9.0f %8.0f%% %7.0f%% %10.2f %12.0f\n", name[c], e, pc, sc, pc * 10000 / e, e * 100 / pc }
     }
     if (has["wrk2"]) {
-        printf "\n--workers scaling, 64 streams, gap 0 (median of 2 rounds)\n"
-        printf "%-22s | %9s %9s %8s\n", "config", "events/s", "proxy CPU", "sim CPU"
+        printf "\n--workers scaling, 64 streams x 2000 events, gap 0 (median of %d rounds)\n", rounds
+        printf "%-22s | %9s %9s %8s  %s\n", "config", "events/s", "proxy CPU", "sim CPU", "per-thread CPU (last round)"
         for (i = 1; i <= no; i++) { c = order[i]; e = g("wrk2", c, "evps"); if (e == "") continue
-            printf "%-22s | %9.0f %8.0f%% %7.0f%%\n", (c == "tt" ? "tokentap --workers 1" : name[c]), e, g("wrk2", c, "cpu0_pct"), g("wrk2", c, "cpu1_pct") }
+            printf "%-22s | %9.0f %8.0f%% %7.0f%%  %s\n", (c == "tt" ? "tokentap --workers 1" : name[c]), e, g("wrk2", c, "cpu0_pct"), g("wrk2", c, "cpu1_pct"), thr[c] }
     }
     if (has["ttft"] || g("lat100", "ttrec", "rec_matched") != "") {
         printf "\nClient TTFT vs record TTFT (client - record), ms\n"
@@ -298,17 +305,17 @@ END {
               ms(g("lat100", "ttrec", "ttft_diff_p50_us")), ms(g("lat100", "ttrec", "ttft_diff_p99_us")),
               ms(g("lat100", "ttrec", "ttft_absdiff_p99_us")), ms(g("lat100", "ttrec", "ttft_absdiff_max_us"))
         if (g("ttft", "ttrec", "rec_matched") != "")
-            printf "%-30s | %8d %9s %9s %9s %9s\n", sprintf("200 streams, %.0f ev/s", g("ttft", "ttrec", "evps")), g("ttft", "ttrec", "rec_matched"),
+            printf "%-30s | %8d %9s %9s %9s %9s\n", sprintf("200 str, %.0f ev/s, %.0f req/s", g("ttft", "ttrec", "evps"), g("ttft", "ttrec", "responses") / 3), g("ttft", "ttrec", "rec_matched"),
               ms(g("ttft", "ttrec", "ttft_diff_p50_us")), ms(g("ttft", "ttrec", "ttft_diff_p99_us")),
               ms(g("ttft", "ttrec", "ttft_absdiff_p99_us")), ms(g("ttft", "ttrec", "ttft_absdiff_max_us"))
     }
     if (has["hold"]) {
         printf "\nHeld slow streams (1 event/s each)\n"
-        printf "%-10s | %7s %7s %9s %9s %10s %8s %9s\n", "proxy", "streams", "active", "RSS idle", "RSS held", "KiB/stream", "ev/s", "late p99"
+        printf "%-12s | %7s %7s %9s %9s %10s %8s %9s %9s\n", "proxy", "streams", "active", "RSS idle", "RSS held", "KiB/stream", "ev/s", "late p99", "jit p99"
         for (i = 1; i <= no; i++) { c = order[i]; if (g("hold", c, "rss_kb") == "") continue
             a = g("hold", c, "active"); r0 = g("hold", c, "rss0_kb"); r1 = g("hold", c, "rss_kb")
-            printf "%-10s | %7d %7d %7.1fMi %7.1fMi %10.1f %8.0f %8sms\n", name[c], g("hold", c, "streams"), a,
-              r0 / 1024, r1 / 1024, a ? (r1 - r0) / a : 0, g("hold", c, "evps"), ms(g("hold", c, "lat_p99_us")) }
+            printf "%-12s | %7d %7d %7.1fMi %7.1fMi %10.1f %8.0f %7sms %7sms\n", name[c], g("hold", c, "streams"), a,
+              r0 / 1024, r1 / 1024, a ? (r1 - r0) / a : 0, g("hold", c, "evps"), ms(g("hold", c, "lat_p99_us")), ms(g("hold", c, "jit_p99_us")) }
     }
     errs = 0; for (k in cnt) { split(k, p, SUBSEP); if (p[3] == "errors") for (j = 1; j <= cnt[k]; j++) errs += val[k, j] }
     printf "\nload generator errors: %d\n", errs

@@ -36,6 +36,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -127,7 +128,7 @@ static size_t reqlen_fixed;
 static unsigned next_req;
 static int stopping;
 
-static struct vec lat, oneway, ttft_client_win;
+static struct vec lat, jit, oneway, ttft_client_win;
 static uint64_t events_win, tokens_win, bytes_win, responses, errors, reconnects;
 struct ttft_rec { unsigned reqno; int64_t ns; };
 static struct ttft_rec *tt; static size_t ntt, cap_tt;
@@ -236,6 +237,8 @@ static void on_event(struct conn *c, const char *e, size_t n, uint64_t t, int64_
     uint64_t sched = c->send_ns + (uint64_t)opt.ttft_ms * 1000000ull +
                      (uint64_t)(k / 1) * (uint64_t)opt.gap_ms * 1000000ull;
     vpush(&lat, (int64_t)t - (int64_t)sched);
+    if (k > 0)   /* relative to the stream's own first token: no request path */
+        vpush(&jit, (int64_t)(t - c->first_tok_ns) - (int64_t)k * opt.gap_ms * 1000000ll);
     if (opt.ollama) {
         int64_t ca = created_at_us(e, n);
         if (ca > 0) vpush(&oneway, (rt - ca) * 1000);
@@ -367,6 +370,35 @@ static long long proc_cpu_ticks(int pid)
     if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -1;
     return (long long)(ut + st);
+}
+
+/* per-thread CPU ticks of <pid>, up to 16 threads; returns the count */
+static int thread_ticks(int pid, int *tid, long long *ticks)
+{
+    char path[64];
+    int n = 0;
+    snprintf(path, sizeof(path), "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    if (!d) return 0;
+    while ((e = readdir(d)) && n < 16) {
+        if (e->d_name[0] == '.') continue;
+        char p2[320], b[1024];
+        snprintf(p2, sizeof(p2), "/proc/%d/task/%s/stat", pid, e->d_name);
+        FILE *f = fopen(p2, "r");
+        if (!f) continue;
+        size_t k = fread(b, 1, sizeof(b) - 1, f);
+        fclose(f);
+        b[k] = 0;
+        char *q = strrchr(b, ')');
+        unsigned long long ut, st;
+        if (q && sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2) {
+            tid[n] = atoi(e->d_name);
+            ticks[n++] = (long long)(ut + st);
+        }
+    }
+    closedir(d);
+    return n;
 }
 
 static long proc_rss_kb(int pid)
@@ -541,6 +573,8 @@ int main(int argc, char **argv)
     int cpu_taken = 0, started = 0;
     long rss0 = opt.rss_pid ? proc_rss_kb(opt.rss_pid) : -1;
     struct rusage ru0, ru1;
+    int tid0[16], tid1[16], nthr0 = 0, nthr1 = 0;
+    long long thr0[16], thr1[16];
 
     struct epoll_event evs[512];
     for (;;) {
@@ -550,6 +584,7 @@ int main(int argc, char **argv)
         if (!cpu_taken && t >= t_meas) {
             for (int i = 0; i < opt.ncpu; i++) cpu0[i] = proc_cpu_ticks(opt.cpu_pid[i]);
             getrusage(RUSAGE_SELF, &ru0);
+            if (opt.ncpu) nthr0 = thread_ticks(opt.cpu_pid[0], tid0, thr0);
             cpu_taken = 1;
         }
         if (t >= t_end) break;
@@ -568,6 +603,7 @@ int main(int argc, char **argv)
     long long cpu1[MAXPIDS];
     for (int i = 0; i < opt.ncpu; i++) cpu1[i] = proc_cpu_ticks(opt.cpu_pid[i]);
     getrusage(RUSAGE_SELF, &ru1);
+    if (opt.ncpu) nthr1 = thread_ticks(opt.cpu_pid[0], tid1, thr1);
     long rss1 = opt.rss_pid ? proc_rss_kb(opt.rss_pid) : -1;
     int active = 0, open = 0;
     for (int i = 0; i < opt.streams; i++) {
@@ -577,6 +613,7 @@ int main(int argc, char **argv)
     stopping = 1;
 
     qsort(lat.v, lat.n, sizeof(int64_t), cmp64);
+    qsort(jit.v, jit.n, sizeof(int64_t), cmp64);
     qsort(oneway.v, oneway.n, sizeof(int64_t), cmp64);
     qsort(ttft_client_win.v, ttft_client_win.n, sizeof(int64_t), cmp64);
     double self_cpu = ((ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) + (ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec)) +
@@ -589,6 +626,7 @@ int main(int argc, char **argv)
            (unsigned long long)responses, (unsigned long long)errors,
            pct(&lat, 50) / 1e3, pct(&lat, 90) / 1e3, pct(&lat, 99) / 1e3, pct(&lat, 99.9) / 1e3,
            lat.n ? lat.v[lat.n - 1] / 1e3 : NAN, lat.n);
+    printf(" jit_p50_us=%.1f jit_p99_us=%.1f", pct(&jit, 50) / 1e3, pct(&jit, 99) / 1e3);
     if (opt.ollama)
         printf(" ow_p50_us=%.1f ow_p99_us=%.1f ow_n=%zu", pct(&oneway, 50) / 1e3,
                pct(&oneway, 99) / 1e3, oneway.n);
@@ -597,6 +635,18 @@ int main(int argc, char **argv)
     for (int i = 0; i < opt.ncpu; i++)
         printf(" cpu%d_pct=%.1f", i, cpu0[i] < 0 || cpu1[i] < 0 ? NAN
                : 100.0 * (double)(cpu1[i] - cpu0[i]) / (double)sysconf(_SC_CLK_TCK) / win);
+    if (nthr1 > 1) {   /* threads that used CPU in the window */
+        printf(" threads_pct=");
+        int first = 1;
+        for (int i = 0; i < nthr1; i++)
+            for (int j = 0; j < nthr0; j++)
+                if (tid0[j] == tid1[i] && thr1[i] > thr0[j]) {
+                    printf("%s%.0f", first ? "" : ",",
+                           100.0 * (double)(thr1[i] - thr0[j]) / (double)sysconf(_SC_CLK_TCK) / win);
+                    first = 0;
+                }
+        if (first) printf("0");
+    }
     if (opt.rss_pid)
         printf(" rss0_kb=%ld rss_kb=%ld", rss0, rss1);
     fflush(stdout);

@@ -24,7 +24,7 @@
 
 #define W           1200
 #define H           1560
-#define PW          540             /* panel plot area */
+#define PW          510             /* panel plot area */
 #define PH          360
 #define CDF_POINTS  600
 #define SCATTER_MAX 4000
@@ -322,7 +322,14 @@ static void attain_panel(FILE *f, struct panel *p, struct tt_rset **sets, int ns
         fprintf(f, "</g>\n");
         return;
     }
-    double bw = p->x1 / TIME_BINS;
+    /* about 25 requests per bin, 5 to TIME_BINS bins */
+    uint64_t most = 0;
+    for (int k = 0; k < nsets; k++)
+        if (sets[k]->nrows > most)
+            most = sets[k]->nrows;
+    int nb = (int)(most / 25);
+    nb = nb < 5 ? 5 : nb > TIME_BINS ? TIME_BINS : nb;
+    double bw = p->x1 / nb;
     for (int k = 0; k < nsets; k++) {
         uint64_t tot[TIME_BINS] = { 0 }, good[TIME_BINS] = { 0 }, mxc = 0;
         const struct tt_rset *s = sets[k];
@@ -333,29 +340,29 @@ static void attain_panel(FILE *f, struct panel *p, struct tt_rset **sets, int ns
             int b = (int)((double)(r->start_ns - s->first_start_ns) / 1e9 / bw);
             if (b < 0)
                 b = 0;
-            if (b >= TIME_BINS)
-                b = TIME_BINS - 1;
+            if (b >= nb)
+                b = nb - 1;
             tot[b]++;
             if (r->flags & TT_RROW_GOOD)
                 good[b]++;
         }
-        for (int b = 0; b < TIME_BINS; b++)
+        for (int b = 0; b < nb; b++)
             if (tot[b] > mxc)
                 mxc = tot[b];
         /* request counts as faint bars in the lower third */
-        for (int b = 0; b < TIME_BINS && mxc; b++) {
+        for (int b = 0; b < nb && mxc; b++) {
             double hgt = (double)tot[b] / (double)mxc * PH * 0.3;
-            double x = px(p, b * bw) + (k ? (double)PW / TIME_BINS / 2 : 0);
+            double x = px(p, b * bw) + (k ? (double)PW / nb / 2 : 0);
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"0.18\"/>",
-                    x, p->y + PH - hgt, (double)PW / TIME_BINS / nsets, hgt, color[k]);
+                    x, p->y + PH - hgt, (double)PW / nb / nsets, hgt, color[k]);
         }
         fprintf(f, "\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", color[k]);
-        for (int b = 0; b < TIME_BINS; b++)
+        for (int b = 0; b < nb; b++)
             if (tot[b])
                 fprintf(f, "%.1f,%.1f ", px(p, (b + 0.5) * bw),
                         py(p, (double)good[b] / (double)tot[b]));
         fprintf(f, "\"/>\n");
-        for (int b = 0; b < TIME_BINS; b++)
+        for (int b = 0; b < nb; b++)
             if (tot[b])
                 fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>",
                         px(p, (b + 0.5) * bw), py(p, (double)good[b] / (double)tot[b]), color[k]);
@@ -370,7 +377,7 @@ static void write_svg(FILE *f, struct tt_rset **sets, int nsets, const struct tt
                       const char *title)
 {
     struct panel p[6];
-    static const double colx[2] = { 90, 690 };
+    static const double colx[2] = { 80, 655 };
     static const double rowy[3] = { 110, 600, 1090 };
 
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n",

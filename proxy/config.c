@@ -642,13 +642,32 @@ static int load_model_slo(struct load_ctx *x, const char *name,
     return 1;
 }
 
+/*
+ * A value written in matching double or single quotes ("ttft:500 itl:50")
+ * means the text inside them: people quote values with spaces, and the
+ * help text shows them quoted.  <buf> receives the unquoted copy.
+ */
+static const char *unquote(const char *value, char *buf, size_t len)
+{
+    size_t n = strlen(value);
+
+    if (n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0] &&
+        n - 2 < len) {
+        memcpy(buf, value + 1, n - 2);
+        buf[n - 2] = '\0';
+        return buf;
+    }
+    return value;
+}
+
 /* the inih handler: one key = value line; 1 to go on, 0 on error */
 static int load_handler(void *user, const char *section, const char *name,
-                        const char *value)
+                        const char *raw)
 {
     struct load_ctx *x = user;
     const struct opt *o = NULL;
-    char err[1024];
+    char err[1024], vbuf[TT_PATH_MAX + 64];
+    const char *value = unquote(raw, vbuf, sizeof(vbuf));
     int si;
     size_t i;
 

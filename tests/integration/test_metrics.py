@@ -105,6 +105,21 @@ def test_promtool_accepts_metrics_under_load(t):
     t.note(f"{scrapes} scrapes, up to {inflight_seen:.0f} in flight")
 
 
+def test_prometheus_rules_pass_promtool(t):
+    """conf/prometheus: the rules pass `promtool check rules`, the sample
+    config `promtool check config`, and the burn-rate unit tests
+    `promtool test rules`"""
+    promtool = need("promtool")
+    conf = os.path.join(harness.REPO, "conf", "prometheus")
+    for args in (["check", "rules", RULES],
+                 ["check", "config", os.path.join(conf, "prometheus.yml")],
+                 ["test", "rules", os.path.join(conf, "tests", "tokentap-rules.test.yml")]):
+        p = subprocess.run([promtool, *args], capture_output=True, timeout=60 * t.slow,
+                           cwd=conf)
+        t.check(p.returncode == 0, f"promtool {' '.join(args[:2])}: exit {p.returncode}: "
+                + (p.stdout + p.stderr).decode("utf-8", "replace")[-1500:])
+
+
 class Prometheus:
     """a real prometheus on loopback, scraping <targets> every second"""
 

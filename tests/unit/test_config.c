@@ -115,6 +115,23 @@ static void test_defaults(void **state)
     assert_int_equal(c.max_connections, 20000);
 }
 
+/* a value in matching quotes means the text inside them */
+static void test_quoted_values(void **state)
+{
+    struct tt_config c;
+
+    (void)state;
+    assert_int_equal(load(&c,
+        "[upstream]\n"
+        "upstream = \"http://127.0.0.1:9/base\"\n"
+        "[slo]\n"
+        "goodput = 'ttft:500 itl:50'\n"), 0);
+    assert_string_equal(c.upstream, "http://127.0.0.1:9/base");
+    assert_string_equal(c.goodput, "ttft:500 itl:50");
+    /* unmatched quotes stay part of the value, and fail where they must */
+    assert_int_equal(load(&c, "[slo]\ngoodput = \"ttft:500\n"), -1);
+}
+
 static void test_types(void **state)
 {
     struct tt_config c;
