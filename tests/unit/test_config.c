@@ -823,6 +823,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_defaults, teardown),
         cmocka_unit_test_teardown(test_types, teardown),
+        cmocka_unit_test_teardown(test_quoted_values, teardown),
         cmocka_unit_test_teardown(test_size_and_bool_forms, teardown),
         cmocka_unit_test_teardown(test_bad_values, teardown),
         cmocka_unit_test_teardown(test_structure_errors, teardown),
