@@ -94,19 +94,6 @@ static const cJSON *jget(const cJSON *o, const char *key)
     return cJSON_GetObjectItemCaseSensitive(o, key);
 }
 
-static int jcount(const cJSON *v, int64_t *out)
-{
-    double d;
-
-    if (!cJSON_IsNumber(v))
-        return -1;
-    d = v->valuedouble;
-    if (!isfinite(d) || d < 0 || d > 9.0e15)
-        return -1;
-    *out = (int64_t)d;
-    return 0;
-}
-
 static void set_model(struct tt_request *r, const char *m, size_t n)
 {
     if (n >= sizeof(r->model))
@@ -178,14 +165,14 @@ static void from_body(const cJSON *root, enum tt_api api, struct tt_request *r)
         r->include_usage = 0;
 
     for (i = 0; i < sizeof(direct) / sizeof(direct[0]); i++)
-        if (jcount(jget(root, direct[i]), &n) == 0) {
+        if (tt_json_count(jget(root, direct[i]), &n) == 0) {
             r->max_tokens = n;
             return;
         }
-    if (jcount(jget(jget(root, "generationConfig"), "maxOutputTokens"), &n) == 0 ||
-        jcount(jget(jget(root, "parameters"), "max_new_tokens"), &n) == 0 ||
-        jcount(jget(root, "max_new_tokens"), &n) == 0 ||
-        jcount(jget(jget(root, "options"), "num_predict"), &n) == 0)
+    if (tt_json_count(jget(jget(root, "generationConfig"), "maxOutputTokens"), &n) == 0 ||
+        tt_json_count(jget(jget(root, "parameters"), "max_new_tokens"), &n) == 0 ||
+        tt_json_count(jget(root, "max_new_tokens"), &n) == 0 ||
+        tt_json_count(jget(jget(root, "options"), "num_predict"), &n) == 0)
         r->max_tokens = n;
 }
 

@@ -16,6 +16,8 @@
  */
 #include "proxy/jsonarena.h"
 
+#include <math.h>
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -196,4 +198,17 @@ void tt_json_thread_free(void)
     ta.base = NULL;
     ta.cap = 0;
     ta.used = 0;
+}
+
+int tt_json_count(const cJSON *v, int64_t *out)
+{
+    double d;
+
+    if (!cJSON_IsNumber(v))
+        return -1;
+    d = v->valuedouble;
+    if (!isfinite(d) || d < 0 || d > 9.0e15)
+        return -1;
+    *out = (int64_t)d;
+    return 0;
 }

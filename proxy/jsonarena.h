@@ -11,6 +11,7 @@
 #define TT_JSONARENA_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <cjson/cJSON.h>
 
 /*
@@ -28,6 +29,10 @@ void tt_json_init(void);
  * cJSON_Delete() it (harmless, but pointless).
  */
 cJSON *tt_json_parse(const char *s, size_t len);
+
+/* <v> as a token count: a finite, non-negative number below 2^53.
+ * Returns 0 with <*out> set, or -1 (absent, not a number, out of range) */
+int tt_json_count(const cJSON *v, int64_t *out);
 
 /* release this thread's overflow memory (after a large parse) */
 void tt_json_reset(void);

@@ -210,16 +210,7 @@ static const char *jstr(const cJSON *o, const char *key)
 /* a non-negative integral number; 0 or -1 when absent or not a count */
 static int jint(const cJSON *o, const char *key, int64_t *out)
 {
-    const cJSON *v = jget(o, key);
-    double d;
-
-    if (!cJSON_IsNumber(v))
-        return -1;
-    d = v->valuedouble;
-    if (!isfinite(d) || d < 0 || d > 9.0e15)
-        return -1;
-    *out = (int64_t)d;
-    return 0;
+    return tt_json_count(jget(o, key), out);
 }
 
 static void copy_str(char *dst, size_t cap, const char *src)
