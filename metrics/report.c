@@ -78,7 +78,7 @@ static const char *const pct_names[TT_RPT_NPCT] = {
     "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99",
 };
 
-/* ---- options ----------------------------------------------------------------- */
+/* ---- options ---- */
 
 struct ropts {
     const char **files;
@@ -268,7 +268,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
     return 0;
 }
 
-/* ---- number formatting ----------------------------------------------------------- */
+/* ---- number formatting ---- */
 
 /* "1,234.56" (decimals 2) or "1,234" (decimals 0); "N/A" for NaN */
 static void fmt_num(char *buf, size_t len, double v, int decimals)
@@ -303,7 +303,7 @@ static void fmt_count(char *buf, size_t len, uint64_t v)
     fmt_num(buf, len, (double)v, 0);
 }
 
-/* ---- tables ------------------------------------------------------------------------- */
+/* ---- tables ---- */
 
 #define TMAXC 16
 #define TMAXR 160
@@ -399,7 +399,7 @@ static void table_print(FILE *out, const struct table *t)
     table_rule(out, t, w, "\u2514", "\u2534", "\u2518", "\u2500");
 }
 
-/* ---- summaries ---------------------------------------------------------------------- */
+/* ---- summaries ---- */
 
 struct msum {
     struct tt_rsummary s[NMETRIC];
@@ -470,7 +470,7 @@ static void stat_headers(struct table *t, int first)
     snprintf(t->hdr[c++], 48, "count");
 }
 
-/* ---- warnings ------------------------------------------------------------------------- */
+/* ---- warnings ---- */
 
 static int known_schema(const char *s)
 {
@@ -555,7 +555,7 @@ static int print_warnings(FILE *out, const struct tt_rset *s, const char *pfx,
     return n;
 }
 
-/* ---- the single-set report ---------------------------------------------------------------- */
+/* ---- the single-set report ---- */
 
 static void print_header(FILE *out, const struct tt_rset *s, const char *files)
 {
@@ -716,7 +716,7 @@ static void print_footnotes(FILE *out, const struct msum *ms, const struct msum 
         fprintf(out, "~ approximate: nearest rank from a log-linear histogram, <= 0.78%% relative error.\n");
 }
 
-/* ---- comparison ------------------------------------------------------------------------------ */
+/* ---- comparison ---- */
 
 static void rel_cell(char *buf, size_t len, double a, double b)
 {
@@ -983,7 +983,7 @@ out:
     return np;
 }
 
-/* ---- exports ---------------------------------------------------------------------------------- */
+/* ---- exports ---- */
 
 static void iso_time(char *buf, size_t len, int64_t ns)
 {
@@ -1230,7 +1230,7 @@ static int export_aiperf(const char *dir, struct tt_rset *s, const struct msum *
     return rc;
 }
 
-/* ---- mooncake trace ----------------------------------------------------------------------------- */
+/* ---- mooncake trace ---- */
 
 static int cmp_start(const void *x, const void *y)
 {
@@ -1289,7 +1289,7 @@ static int write_trace(const char *path, const struct tt_rset *s, uint64_t *writ
     return 0;
 }
 
-/* ---- main --------------------------------------------------------------------------------------- */
+/* ---- main ---- */
 
 static void join(char *buf, size_t len, const char **v, int n)
 {

@@ -76,7 +76,7 @@ uint64_t tt_rpt_id_hash(const char *str)
     return h ? h : 1;
 }
 
-/* ---- small tables ------------------------------------------------------- */
+/* ---- small tables ---- */
 
 static struct tt_rcount *table_bump(struct tt_rtable *t, const char *name,
                                     int code, const char *detail)
@@ -98,7 +98,7 @@ static struct tt_rcount *table_bump(struct tt_rtable *t, const char *name,
     return e;
 }
 
-/* ---- time parsing --------------------------------------------------------- */
+/* ---- time parsing ---- */
 
 static int all_digits(const char *s, size_t n)
 {
@@ -197,7 +197,7 @@ int tt_rpt_parse_time(const char *s, int64_t *ns)
     return 0;
 }
 
-/* ---- one record ------------------------------------------------------------ */
+/* ---- one record ---- */
 
 /*
  * The exact integer after "<key>": in the raw line.  Unix ns do not fit a
@@ -506,7 +506,7 @@ void tt_rset_add_line(struct tt_rset *s, const char *line, size_t len)
     cJSON_Delete(root);
 }
 
-/* ---- the reader ------------------------------------------------------------ */
+/* ---- the reader ---- */
 
 #define BLOCK (1u << 20)
 
@@ -594,7 +594,7 @@ out:
     return rc;
 }
 
-/* ---- summaries ---------------------------------------------------------------- */
+/* ---- summaries ---- */
 
 static float *gather(struct tt_rset *s, int m, size_t *n)
 {

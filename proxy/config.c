@@ -636,8 +636,7 @@ static int load_model_slo(struct load_ctx *x, const char *name,
                  model);
         c->n_model_slos++;
     }
-    snprintf(c->model_slos[i].goodput, sizeof(c->model_slos[i].goodput), "%s",
-             value);
+    memcpy(c->model_slos[i].goodput, value, strlen(value) + 1);   /* length checked above */
     x->model_seen[i] = x->line;
     return 1;
 }

@@ -311,6 +311,15 @@ static void close_upstream(struct tt_conn *c)
     evtimer_del(c->utimer);
 }
 
+/* copy a header value into a fixed field, truncated, without secrets */
+static void copy_field(char *dst, size_t cap, const char *src, size_t len)
+{
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
 /* close the client once what is queued for it has been written */
 static void close_after_flush(struct tt_conn *c)
 {
@@ -341,6 +350,10 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
                 c->req.path[0] ? c->req.path : "-", status, type, msg);
     close_upstream(c);
     if (c->active) {
+        /* a request cut off inside its head: keep what is known of it */
+        if (c->req.path[0] == '\0' && c->rqh.tlen > 0 && c->rqh.buf != NULL)
+            copy_field(c->req.path, sizeof(c->req.path), c->rqh.buf + c->rqh.target,
+                       c->rqh.tlen);
         tt_request_set_error(&c->req, status, type, msg);
         if (!c->resp_started)
             c->req.status = status;
@@ -360,12 +373,36 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
 /* ------------------------------------------------------------------ */
 /* request side                                                        */
 
+/* a generated id, so that even a request rejected mid-head has one */
+static void generate_request_id(struct tt_conn *c)
+{
+    unsigned char rnd[8];
+    size_t i;
+
+    if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+        memcpy(rnd, &c->now, sizeof(rnd));
+    memcpy(c->req.request_id, "tt-", 3);
+    for (i = 0; i < sizeof(rnd); i++)
+        snprintf(c->req.request_id + 3 + 2 * i, 3, "%02x", rnd[i]);
+}
+
+/* the client's X-Request-Id, when it sent one, replaces the generated id */
+static void client_request_id(struct tt_conn *c)
+{
+    size_t len;
+    const char *v = tt_head_get(&c->rqh, "x-request-id", &len);
+
+    if (v != NULL && len > 0)
+        copy_field(c->req.request_id, sizeof(c->req.request_id), v, len);
+}
+
 static void request_begin(struct tt_conn *c)
 {
     tt_request_reset(&c->req);
     c->req.t0 = c->now;
     c->req.start_wall_ns = tt_now_wall();
     c->req.upstream_name = "primary";
+    generate_request_id(c);
     tt_head_clear(&c->rqh);
     tt_head_clear(&c->rsh);
     llhttp_init(&c->rqp, HTTP_REQUEST, &rq_settings);
@@ -383,33 +420,6 @@ static void request_begin(struct tt_conn *c)
     c->rs = RS_NONE;
     tt_worker_request_start(c->w);
     set_timer(c->ctimer, CFG(c)->head_timeout_ms);
-}
-
-/* copy a header value into a fixed field, truncated, without secrets */
-static void copy_field(char *dst, size_t cap, const char *src, size_t len)
-{
-    if (len >= cap)
-        len = cap - 1;
-    memcpy(dst, src, len);
-    dst[len] = '\0';
-}
-
-static void make_request_id(struct tt_conn *c)
-{
-    size_t len;
-    const char *v = tt_head_get(&c->rqh, "x-request-id", &len);
-    unsigned char rnd[8];
-    size_t i;
-
-    if (v != NULL && len > 0) {
-        copy_field(c->req.request_id, sizeof(c->req.request_id), v, len);
-        return;
-    }
-    if (RAND_bytes(rnd, sizeof(rnd)) != 1)
-        memcpy(rnd, &c->now, sizeof(rnd));
-    memcpy(c->req.request_id, "tt-", 3);
-    for (i = 0; i < sizeof(rnd); i++)
-        snprintf(c->req.request_id + 3 + 2 * i, 3, "%02x", rnd[i]);
 }
 
 /*
@@ -461,7 +471,7 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
     copy_field(target, sizeof(target), c->rqh.buf + c->rqh.target, c->rqh.tlen);
     copy_field(c->req.path, sizeof(c->req.path), target, strlen(target));
     c->req.api = tt_api_detect(c->rqh.buf + c->rqh.target, c->rqh.tlen);
-    make_request_id(c);
+    client_request_id(c);
 
     if ((why = tt_head_framing_error(&c->rqh)) != NULL) {
         fail_request(c, 400, "bad_request", why);

@@ -3,7 +3,7 @@
 # Debian/Ubuntu as root: apt-get. Elsewhere: prints the command to run.
 set -u
 
-PKGS="build-essential pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
+PKGS="build-essential clang pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
 libcmocka-dev node-llhttp curl openssl python3 prometheus"
 
 missing=""
@@ -17,7 +17,7 @@ have_hdr cmocka.h                 || missing="$missing libcmocka-dev"
 if ! pkg-config --exists libllhttp 2>/dev/null && [ ! -f /usr/share/llhttp/llhttp.c ]; then
     missing="$missing node-llhttp"
 fi
-for tool in cc make pkg-config curl openssl python3 promtool; do
+for tool in cc clang make pkg-config curl openssl python3 promtool prometheus; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
 

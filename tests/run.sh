@@ -21,6 +21,18 @@ suite() {
     python3 tests/runner.py --build "$build" --summary "$results" --label "$name"
 }
 
+# the code must build warning-free with clang as well as gcc
+if command -v clang >/dev/null 2>&1; then
+    if make -s -j"$jobs" CC=clang BUILD=build-clang all unit >/dev/null 2>build-clang.log; then
+        echo "ok   clang build (-Wall -Wextra -Werror)"; echo "1 0 0" >>"$results"
+    else
+        echo "FAIL clang build:"; sed 's/^/    /' build-clang.log | head -n 30; echo "0 1 0" >>"$results"
+    fi
+    rm -f build-clang.log
+else
+    echo "SKIP clang build: clang not installed"; echo "0 0 1" >>"$results"
+fi
+
 suite release build ""
 if [ "${TT_SAN:-1}" != 0 ]; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \

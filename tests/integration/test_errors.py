@@ -99,3 +99,63 @@ def test_upstream_idle_mid_stream_504_recorded(t):
     rec = px.records(1)[0]
     t.eq((rec.get("error") or {}).get("code"), 504, "error.code")
     t.eq((rec.get("error") or {}).get("type"), "upstream_idle_timeout", "error.type")
+
+
+def test_rejected_request_record_has_request_id(t):
+    """a request rejected while its head is parsed (here: space before the
+    colon) or cut at the head deadline is still recorded with an
+    x_request_id (SPEC 7: the client's X-Request-Id, else a generated one)"""
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=["--head-timeout", "1s"])
+    c = px.conn()
+    c.send(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Foo : bar\r\n\r\n")
+    t.eq(c.response().status, 400, "status of the malformed request")
+    c.close()
+    c = px.conn()
+    c.send(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+    t.eq(c.response().status, 408, "status of the slow head")
+    c.close()
+    recs = px.records(2)
+    ids = [r["metadata"].get("x_request_id") for r in recs]
+    t.check(all(isinstance(i, str) and i for i in ids), f"x_request_id of rejected requests: {ids}")
+
+
+def test_content_length_over_limit_413(t):
+    """a declared body above --max-body-bytes is refused with 413 before
+    anything is forwarded"""
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=["--max-body-bytes", "1k"])
+    before = sim.stats()["requests"]
+    r = px.post("/echo", b"x" * 2000)
+    check_error_shape(t, r, 413)
+    t.eq(sim.stats()["requests"], before, "requests at the upstream")
+
+
+def test_chunked_body_over_limit_413(t):
+    """a chunked body that grows past --max-body-bytes gets 413 and the
+    upstream never sees a complete request"""
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=["--max-body-bytes", "1k"])
+    before = sim.stats()["requests"]
+    c = px.conn()
+    c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    try:
+        for _ in range(4):
+            c.send(b"200\r\n" + b"y" * 512 + b"\r\n")
+            time.sleep(0.02)
+        c.send(b"0\r\n\r\n")
+    except OSError:
+        pass   # the proxy may answer and close before the body ends
+    r = c.response("POST")
+    c.close()
+    check_error_shape(t, r, 413)
+    t.eq(sim.stats()["requests"], before, "complete requests at the upstream")
+
+
+def test_too_many_headers_431(t):
+    """more than --max-headers request header fields: 431"""
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=["--max-headers", "20"])
+    hdrs = [(f"X-H{i}", "v") for i in range(30)]
+    r = px.request("GET", "/health", headers=hdrs)
+    check_error_shape(t, r, 431)
