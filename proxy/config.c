@@ -129,6 +129,9 @@ static const struct opt opts[] = {
     { "upstream_pool", S_UPSTREAM, T_UINT, F(upstream_pool), "64", "N",
       0, 65536, NULL, NULL,
       "idle keep-alive connections kept (0: none)" },
+    { "upstream_pool_idle_timeout", S_UPSTREAM, T_DUR, F(upstream_pool_idle_ms), "4s",
+      "DURATION", 1, DAY, NULL, NULL,
+      "close pooled connections idle this long (below the server's own)" },
     /* [tls] */
     { "tls_cert", S_TLS, T_STR, F(tls_cert), "", "FILE", 0, 0, NULL, NULL,
       "certificate chain (PEM): serve TLS to clients" },

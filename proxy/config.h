@@ -37,6 +37,7 @@ struct tt_config {
     char     upstream_key[TT_PATH_MAX];
     int      upstream_insecure;
     unsigned upstream_pool;         /* idle keep-alive connections kept: 64 */
+    unsigned upstream_pool_idle_ms; /* pooled connection lifetime when idle: 4000 */
     /* [tls] (client side) */
     char     tls_cert[TT_PATH_MAX];
     char     tls_key[TT_PATH_MAX];

@@ -68,8 +68,15 @@ void tt_upstream_put(struct tt_upconn *u)
         tt_upstream_close(u);
         return;
     }
-    bufferevent_setcb(u->bev, pool_read, NULL, pool_event, u);
-    bufferevent_set_timeouts(u->bev, NULL, NULL);
+    /* servers close idle keep-alive connections (uvicorn, under vLLM,
+     * after 5 s); closing ours first keeps a request from being written
+     * into a connection the server is closing at that very moment */
+    {
+        struct timeval idle = { w->cfg->upstream_pool_idle_ms / 1000,
+                                (w->cfg->upstream_pool_idle_ms % 1000) * 1000 };
+        bufferevent_setcb(u->bev, pool_read, NULL, pool_event, u);
+        bufferevent_set_timeouts(u->bev, &idle, NULL);
+    }
     bufferevent_enable(u->bev, EV_READ);
     u->next = w->idle;
     u->prev = NULL;
