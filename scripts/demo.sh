@@ -67,40 +67,24 @@ while [ "$(wc -l <"$work/records.jsonl")" -lt 10 ] && [ $i -lt 100 ]; do sleep 0
 
 echo
 echo "== one record per request (--record), in short:"
-python3 - "$work/records.jsonl" <<'EOF'
-import json, sys
-def ms(m, k):
-    v = m.get(k, {}).get("value")
-    return "-" if v is None else f"{v:.1f}"
-print(f"   {'api':<18} {'model':<14} {'st':>3} {'TTFT':>7} {'TTFO':>7} {'ITL':>6} {'latency':>8} {'OSL':>4} {'reas':>4} {'src':<14} {'good':<5} error")
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    md, m = r["metadata"], r["metrics"]
-    err = r.get("error") or {}
-    good = md.get("slo", {}).get("good")
-    osl = m.get("output_sequence_length", {}).get("value", "-")
-    reas = m.get("reasoning_token_count", {}).get("value", "-")
-    print(f"   {md['api']:<18} {str(md.get('model') or '-')[:14]:<14} {md['status']:>3} "
-          f"{ms(m,'time_to_first_token'):>7} {ms(m,'time_to_first_output_token'):>7} "
-          f"{ms(m,'inter_token_latency'):>6} {ms(m,'request_latency'):>8} {osl!s:>4} {reas!s:>4} "
-          f"{str(md.get('token_count_source') or '-'):<14} {str(good):<5} {err.get('type','')}")
-print("   (times in ms; TTFT counts reasoning, TTFO is the first answer token)")
-EOF
+python3 scripts/demo_show.py records "$work/records.jsonl"
 echo
 if "$BUILD/tokentap" report "$work/records.jsonl" >"$work/report.txt" 2>&1; then
     echo "== tokentap report records.jsonl:"
     sed 's/^/   /' "$work/report.txt"
     echo
 fi
-echo "== /stats (since start):"
-curl -s "http://127.0.0.1:$admin/stats" | python3 -c '
-import json, sys
-s = json.load(sys.stdin)
-w = s.get("windows", s).get("total") if isinstance(s.get("windows", s), dict) else None
-print(json.dumps(w if w else s, indent=1)[:1800])' | sed 's/^/   /'
+echo "== /stats: live windows from the admin listener"
+curl -s "http://127.0.0.1:$admin/stats" | python3 scripts/demo_show.py stats
 echo
 echo "== a few /metrics lines:"
-curl -s "http://127.0.0.1:$admin/metrics" | grep -E '^tokentap_(requests_total|good_requests_total|slo_attainment_ratio|time_to_first_token_seconds_count|tokens_total)' | head -n 14 | sed 's/^/   /'
+curl -s "http://127.0.0.1:$admin/metrics" >"$work/metrics.txt"
+for re in '^tokentap_slo_attainment_ratio' '^tokentap_good_requests_total' \
+          '^tokentap_requests_total.*demo-chat' '^tokentap_slo_violations_total.*demo-chat' \
+          '^tokentap_time_to_first_token_seconds_bucket.*demo-chat.*le="0.5"' \
+          '^tokentap_tokens_total.*demo-reasoner'; do
+    grep -E "$re" "$work/metrics.txt" | head -n 4
+done | sed 's/^/   /'
 echo
 kill -TERM "$tt_pid"; wait "$tt_pid" 2>/dev/null && echo "== tokentap drained and exited 0"
 tt_pid=""
