@@ -53,7 +53,12 @@ RES=$T/results.txt
 : >"$RES"
 
 port() { "$L" --free-port; }
-up() { "$L" --wait-port "127.0.0.1:$1" || { echo "bench: $2 did not start; see $T" >&2; BENCH_KEEP=1; exit 1; }; }
+up() {
+    "$L" --wait-port "127.0.0.1:$1" && return 0
+    echo "bench: $2 did not start:" >&2
+    tail -3 "$T/$2.log" "$T/$2/out" "$T/$2/error.log" 2>/dev/null >&2
+    BENCH_KEEP=1; exit 1
+}
 
 # ---- servers -------------------------------------------------------------------
 SIM=$(port)
@@ -209,8 +214,9 @@ if ! skip ttft; then
 fi
 
 if ! skip hold; then
-    # each proxied stream costs the proxy two descriptors (client + upstream)
-    HOLD=${BENCH_HOLD:-$(( (NOFILE - 400) / 2 ))}
+    # each proxied stream costs the proxy two descriptors (client + upstream);
+    # nginx needs some headroom beyond that (it fails at ~9,370 streams with 20,000)
+    HOLD=${BENCH_HOLD:-$(( (NOFILE - 2000) / 2 ))}
     [ "$HOLD" -gt 10000 ] && HOLD=10000
     # fresh processes so that RSS before/after is about the held streams only
     kill "$tt_PID" "$ttrec_PID" 2>/dev/null

@@ -60,6 +60,9 @@ struct tt_conn {
     struct event       *ctimer;     /* owned: head deadline, idle keep-alive */
     struct event       *utimer;     /* owned: connect, response head deadline */
     struct evbuffer    *uphead;     /* owned: request head for the upstream */
+    struct evbuffer    *stage;      /* owned: response bytes on their way to the client */
+    char               *side;       /* owned: de-chunked body of the current read */
+    size_t              side_len, side_cap;
     llhttp_t            rqp, rsp;
     struct tt_head      rqh, rsh;
     enum rq_state       rq;
@@ -86,6 +89,7 @@ struct tt_conn {
     unsigned dry:1;             /* parser callbacks have no side effects */
     unsigned insp_on:1;
     unsigned in_process:1;      /* inside client_process() */
+    unsigned plain_client:1;    /* client on a plain socket: direct writes */
 };
 
 static void client_read(struct bufferevent *bev, void *arg);
@@ -98,6 +102,7 @@ static void client_process(struct tt_conn *c);
 static void upstream_process(struct tt_conn *c);
 static void conn_free(struct tt_conn *c);
 static void request_finish(struct tt_conn *c);
+static void next_request(struct tt_conn *c);
 
 #define CFG(c) ((c)->w->cfg)
 
@@ -194,8 +199,24 @@ static int rs_on_body(llhttp_t *p, const char *at, size_t len)
     c->req.bytes_out += len;
     if (c->dechunk)
         bufferevent_write(c->cbev, at, len);
-    if (c->stream != NULL)
-        tt_stream_feed(c->stream, at, len, c->now);
+    if (c->stream != NULL) {
+        /* decoded after the bytes are on their way to the client */
+        if (c->side_len + len > c->side_cap) {
+            size_t cap = c->side_cap ? c->side_cap : 16384;
+            char *q;
+            while (cap < c->side_len + len)
+                cap *= 2;
+            q = realloc(c->side, cap);
+            if (q == NULL) {
+                tt_stream_feed(c->stream, at, len, c->now);
+                return 0;
+            }
+            c->side = q;
+            c->side_cap = cap;
+        }
+        memcpy(c->side + c->side_len, at, len);
+        c->side_len += len;
+    }
     return 0;
 }
 
@@ -300,6 +321,33 @@ static void set_nodelay(struct bufferevent *bev)
     evutil_socket_t fd = bufferevent_getfd(bev);
     if (fd >= 0)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/*
+ * Hand what is staged to the client.  On a plain socket with nothing
+ * queued the bytes are written at once, in this read callback: no write
+ * event is armed and no loop pass goes by before the client has them (the
+ * common case for a stream).  What the socket does not take, and anything
+ * on a TLS connection, goes to the bufferevent's output as usual.
+ */
+static void flush_stage(struct tt_conn *c)
+{
+    struct evbuffer *out = bufferevent_get_output(c->cbev);
+
+    if (evbuffer_get_length(c->stage) == 0)
+        return;
+    if (c->plain_client && evbuffer_get_length(out) == 0)
+        evbuffer_write(c->stage, bufferevent_getfd(c->cbev));
+    if (evbuffer_get_length(c->stage) > 0)
+        evbuffer_add_buffer(out, c->stage);
+}
+
+/* decode the body bytes of this read, now that they are forwarded */
+static void decode_side(struct tt_conn *c)
+{
+    if (c->side_len > 0 && c->stream != NULL)
+        tt_stream_feed(c->stream, c->side, c->side_len, c->now);
+    c->side_len = 0;
 }
 
 static void close_upstream(struct tt_conn *c)
@@ -624,7 +672,7 @@ out:
  */
 static int response_head(struct tt_conn *c)
 {
-    struct evbuffer *out = bufferevent_get_output(c->cbev);
+    struct evbuffer *out = c->stage;
     int status = llhttp_get_status_code(&c->rsp);
     const char *why, *ct;
     char ctype[128] = "";
@@ -702,7 +750,7 @@ static void response_complete(struct tt_conn *c)
         bufferevent_disable(c->cbev, EV_READ);
     }
     if (evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
-        request_finish(c);
+        next_request(c);            /* no write callback is coming (may free c) */
     /* else client_write() finishes it once the last byte is handed over */
 }
 
@@ -737,6 +785,7 @@ static void upstream_process(struct tt_conn *c)
                 if (response_head(c) < 0)
                     return;
                 if (c->rs_msg_done) {
+                    flush_stage(c);
                     response_complete(c);
                     return;
                 }
@@ -752,13 +801,17 @@ static void upstream_process(struct tt_conn *c)
             }
             return;
         case RS_BODY:
+            flush_stage(c);         /* the head, when it came with this read */
             if (evbuffer_get_length(out) >= CFG(c)->buffer_bytes)
                 return;             /* resumed by client_write() */
             n = parse_buf(&c->rsp, in, avail, &e, NULL);
-            if (c->dechunk)
+            if (c->dechunk) {
                 evbuffer_drain(in, n);
-            else
-                evbuffer_remove_buffer(in, out, n);
+            } else {
+                evbuffer_remove_buffer(in, c->stage, n);
+                flush_stage(c);
+            }
+            decode_side(c);
             if (e == HPE_PAUSED && c->rs_msg_done) {
                 response_complete(c);
                 return;
@@ -774,8 +827,8 @@ static void upstream_process(struct tt_conn *c)
             }
             return;
         case RS_TUNNEL:
-            if (avail > 0)
-                evbuffer_add_buffer(out, in);
+            evbuffer_add_buffer(c->stage, in);
+            flush_stage(c);
             return;
         case RS_NONE:
         case RS_DONE:
@@ -830,6 +883,9 @@ static void next_request(struct tt_conn *c)
      * 10,000 idle clients are common, a re-allocation per request cheap */
     tt_head_free(&c->rqh);
     tt_head_free(&c->rsh);
+    free(c->side);
+    c->side = NULL;
+    c->side_cap = 0;
     tt_request_reset(&c->req);
     set_timer(c->ctimer, CFG(c)->client_idle_ms);
     client_process(c);
@@ -867,6 +923,8 @@ static void conn_free(struct tt_conn *c)
     event_free(c->ctimer);
     event_free(c->utimer);
     evbuffer_free(c->uphead);
+    evbuffer_free(c->stage);
+    free(c->side);
     /* close_notify only when nothing was cut (TLS: a close-delimited body) */
     tt_tls_close(c->cbev, c->rs_msg_done || c->rq == RQ_IDLE);
     if (c->prev)
@@ -1042,10 +1100,12 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
     c->ctimer = evtimer_new(w->base, ctimer_cb, c);
     c->utimer = evtimer_new(w->base, utimer_cb, c);
     c->uphead = evbuffer_new();
+    c->stage = evbuffer_new();
     tt_head_init(&c->rqh, cfg->max_header_bytes, cfg->max_headers);
     tt_head_init(&c->rsh, cfg->max_header_bytes, cfg->max_headers);
     tt_request_init(&c->req);
-    if (c->cbev == NULL || c->ctimer == NULL || c->utimer == NULL || c->uphead == NULL) {
+    if (c->cbev == NULL || c->ctimer == NULL || c->utimer == NULL || c->uphead == NULL ||
+        c->stage == NULL) {
         if (c->cbev)
             bufferevent_free(c->cbev);
         else
@@ -1056,10 +1116,13 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
             event_free(c->utimer);
         if (c->uphead)
             evbuffer_free(c->uphead);
+        if (c->stage)
+            evbuffer_free(c->stage);
         free(c);
         return NULL;
     }
     set_nodelay(c->cbev);
+    c->plain_client = bufferevent_openssl_get_ssl(c->cbev) == NULL;
     bufferevent_setcb(c->cbev, client_read, client_write, client_event, c);
     bufferevent_setwatermark(c->cbev, EV_READ, 0, cfg->buffer_bytes);
     bufferevent_enable(c->cbev, EV_READ | EV_WRITE);

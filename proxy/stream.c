@@ -660,7 +660,8 @@ static void extract_openai(struct tt_stream *st, const cJSON *root)
 {
     const cJSON *choices = jget(root, "choices"), *c;
 
-    set_model(st, jstr(root, "model"));
+    if (st->r->s.model[0] == '\0')      /* looked up once per response */
+        set_model(st, jstr(root, "model"));
     generic_error(st, root);
     cJSON_ArrayForEach(c, jarr(choices)) {
         const cJSON *d = jget(c, "delta"), *tc, *t;
@@ -714,7 +715,8 @@ static void responses_final(struct tt_stream *st, const cJSON *resp)
     const char *status = jstr(resp, "status");
     const cJSON *e = jget(resp, "error");
 
-    set_model(st, jstr(resp, "model"));
+    if (st->r->s.model[0] == '\0')      /* looked up once per response */
+        set_model(st, jstr(resp, "model"));
     responses_usage(st, resp);
     if (status != NULL && strcmp(status, "incomplete") == 0 &&
         jstr(jget(resp, "incomplete_details"), "reason") != NULL)
@@ -776,7 +778,8 @@ static void extract_responses(struct tt_stream *st, const cJSON *root,
     }
     if (type == NULL)
         return;
-    set_model(st, jstr(resp, "model"));
+    if (st->r->s.model[0] == '\0')      /* looked up once per response */
+        set_model(st, jstr(resp, "model"));
     if (strcmp(type, "response.output_text.delta") == 0) {
         add_answer(st, jstr(root, "delta"));
     } else if (strcmp(type, "response.refusal.delta") == 0 ||
@@ -838,7 +841,8 @@ static void extract_anthropic(struct tt_stream *st, const cJSON *root,
             add_reasoning(st, jstr(d, "thinking"));
     } else if (strcmp(type, "message_start") == 0) {
         const cJSON *m = jget(root, "message");
-        set_model(st, jstr(m, "model"));
+        if (st->r->s.model[0] == '\0')      /* looked up once per response */
+            set_model(st, jstr(m, "model"));
         anthropic_input(st, jget(m, "usage"));
     } else if (strcmp(type, "message_delta") == 0) {
         set_finish(st, jstr(jget(root, "delta"), "stop_reason"));
@@ -852,7 +856,8 @@ static void extract_anthropic(struct tt_stream *st, const cJSON *root,
     } else if (strcmp(type, "message") == 0) {
         /* non-streaming */
         const cJSON *content = jget(root, "content");
-        set_model(st, jstr(root, "model"));
+        if (st->r->s.model[0] == '\0')      /* looked up once per response */
+            set_model(st, jstr(root, "model"));
         cJSON_ArrayForEach(c, jarr(content)) {
             const char *ct = jstr(c, "type");
             if (ct == NULL)
@@ -880,7 +885,8 @@ static void extract_gemini_one(struct tt_stream *st, const cJSON *root)
     const cJSON *cands = jget(root, "candidates"), *c, *p, *u;
     int64_t cand = -1, thoughts = -1, n;
 
-    set_model(st, jstr(root, "modelVersion"));
+    if (st->r->s.model[0] == '\0')      /* looked up once per response */
+        set_model(st, jstr(root, "modelVersion"));
     generic_error(st, root);
     cJSON_ArrayForEach(c, jarr(cands)) {
         const cJSON *parts = jget(jget(c, "content"), "parts");
@@ -925,7 +931,8 @@ static void extract_ollama(struct tt_stream *st, const cJSON *root)
     const cJSON *m = jget(root, "message"), *tc, *t;
     int64_t n;
 
-    set_model(st, jstr(root, "model"));
+    if (st->r->s.model[0] == '\0')      /* looked up once per response */
+        set_model(st, jstr(root, "model"));
     generic_error(st, root);
     add_reasoning(st, jstr(m, "thinking"));
     add_reasoning(st, jstr(root, "thinking"));          /* /api/generate */

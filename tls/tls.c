@@ -79,15 +79,21 @@ struct tt_tls_ctx {
 };
 
 static int slot_index = -1;         /* SSL ex_data: the worker's slot */
+static int asked_index = -1;        /* SSL ex_data: non-NULL while the upstream
+                                     * asked for a client certificate we do
+                                     * not have and sent no data yet */
+static const char no_client_cert[] =
+    "the upstream asked for a client certificate and none is configured "
+    "(--upstream-cert/--upstream-key)";
 
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
 
-/* the reason of the most recent OpenSSL error, the queue cleared */
+/* the reason of the first queued OpenSSL error, the queue cleared */
 static const char *ssl_reason(void)
 {
     static _Thread_local char buf[256];
-    unsigned long e = ERR_peek_last_error();
+    unsigned long e = ERR_peek_error();     /* the first: the cause */
     const char *r;
 
     if (e == 0) {
@@ -287,6 +293,17 @@ static int on_new_session(SSL *ssl, SSL_SESSION *sess)
     return 1;                       /* the reference is ours now */
 }
 
+/* only called when the upstream asks for a certificate and we have none:
+ * go on without one, but remember, so that a refusal can be named (with
+ * TLS 1.3 it comes after the handshake, and a reset may swallow the alert) */
+static int on_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
+{
+    (void)x509;
+    (void)pkey;
+    SSL_set_ex_data(ssl, asked_index, (void *)no_client_cert);
+    return 0;
+}
+
 static SSL_CTX *upstream_ctx_new(const struct tt_config *cfg, char *err,
                                  size_t errlen)
 {
@@ -310,10 +327,13 @@ static SSL_CTX *upstream_ctx_new(const struct tt_config *cfg, char *err,
             goto fail;
         }
     }
-    if (cfg->upstream_cert[0] &&
-        load_pair(ctx, cfg->upstream_cert, cfg->upstream_key, "--upstream-cert",
-                  "--upstream-key", err, errlen) < 0)
-        goto fail;
+    if (cfg->upstream_cert[0]) {
+        if (load_pair(ctx, cfg->upstream_cert, cfg->upstream_key, "--upstream-cert",
+                      "--upstream-key", err, errlen) < 0)
+            goto fail;
+    } else {
+        SSL_CTX_set_client_cert_cb(ctx, on_client_cert);
+    }
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT |
                                         SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, on_new_session);
@@ -361,9 +381,11 @@ static void kick_read(struct evbuffer *buf, const struct evbuffer_cb_info *info,
     SSL *ssl;
     size_t low = 0, high = 0;
 
+    ssl = bufferevent_openssl_get_ssl(bev);
+    if (info->n_added > 0 && ssl != NULL && SSL_get_ex_data(ssl, asked_index) != NULL)
+        SSL_set_ex_data(ssl, asked_index, NULL);    /* it answered: not refused */
     if (info->n_deleted == 0)
         return;
-    ssl = bufferevent_openssl_get_ssl(bev);
     if (ssl == NULL || !SSL_is_init_finished(ssl) || !SSL_has_pending(ssl))
         return;
     if (!(bufferevent_get_enabled(bev) & EV_READ))
@@ -522,6 +544,15 @@ const char *tt_tls_log_errors(struct bufferevent *bev, const char *side)
         r = ERR_reason_error_string(e);
         snprintf(first, sizeof(first), "%s", r != NULL ? r : buf);
     }
+    if (SSL_get_ex_data(ssl, asked_index) != NULL) {
+        /* the refusal of a missing certificate is the likeliest reason */
+        tt_log_info("%s tls%s: %s", side, peer, no_client_cert);
+        char why[sizeof(first)];
+        snprintf(why, sizeof(why), "%s", found ? first : "");
+        snprintf(first, sizeof(first), "%s%s%.200s", no_client_cert, found ? ": " : "",
+                 why);
+        found = 1;
+    }
     return found ? first : NULL;
 }
 
@@ -555,6 +586,8 @@ int tt_tls_setup(struct tt_server *srv, struct tt_tls_ctx **out, char *err,
         return 0;
     if (slot_index < 0)
         slot_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    if (asked_index < 0)
+        asked_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
     t = calloc(1, sizeof(*t));
     if (t == NULL) {
         snprintf(err, errlen, "out of memory");
