@@ -422,7 +422,7 @@ def http(port, method, path, body=None, headers=None, timeout=15.0, **kw):
 class Proc:
     """A child process with stdout/stderr in files under the test's dir."""
 
-    def __init__(self, ctx, name, argv, stdout_pipe=False, expect_rc=0):
+    def __init__(self, ctx, name, argv, stdout_pipe=False, expect_rc=0, asan=""):
         self.ctx = ctx
         self.name = name
         self.argv = argv
@@ -434,6 +434,10 @@ class Proc:
         env = dict(os.environ)
         # leaks are reported on stderr (checked below); keep exit codes ours
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=23")
+        if asan:
+            # extra sanitizer options for this process only (e.g. a small
+            # quarantine where a test measures memory)
+            env["ASAN_OPTIONS"] += ":" + asan
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
         self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE if stdout_pipe else self.outf,
@@ -528,7 +532,7 @@ class Sim(Proc):
 
 class Proxy(Proc):
     def __init__(self, ctx, upstream, record=True, admin="off", extra=(),
-                 expect_rc=0, wait=True):
+                 expect_rc=0, wait=True, asan=""):
         binary = os.path.join(ctx.build, "tokentap")
         if not os.access(binary, os.X_OK):
             raise Skip(f"{binary} not built")
@@ -550,7 +554,7 @@ class Proxy(Proc):
             if self.record_path:
                 argv += ["--record", self.record_path]
             argv += list(extra)
-            super().__init__(ctx, name, argv, expect_rc=expect_rc)
+            super().__init__(ctx, name, argv, expect_rc=expect_rc, asan=asan)
             if not wait:
                 return
             end = time.monotonic() + 10 * ctx.slow
