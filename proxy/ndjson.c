@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const unsigned char bom_bytes[3] = { 0xEF, 0xBB, 0xBF };
+#include "proxy/bom.h"
+
 
 void tt_ndjson_init(struct tt_ndjson *d, size_t max_line)
 {
@@ -104,31 +105,21 @@ static void feed_bytes(struct tt_ndjson *d, const char *p, size_t len,
 void tt_ndjson_feed(struct tt_ndjson *d, const char *buf, size_t len,
                     tt_ndjson_cb cb, void *ctx)
 {
-    const char *p = buf, *end = buf + len;
+    size_t replay, n = tt_bom_skip(&d->bom, buf, len, &replay);
 
-    while (d->bom < 3 && p < end) {
-        if ((unsigned char)*p == bom_bytes[d->bom]) {
-            d->bom++;
-            p++;
-            continue;
-        }
-        {
-            size_t n = d->bom;
-            d->bom = 3;
-            feed_bytes(d, (const char *)bom_bytes, n, cb, ctx);
-        }
-    }
-    if (p < end)
-        feed_bytes(d, p, (size_t)(end - p), cb, ctx);
+    if (replay > 0)         /* not a BOM after all: the matched bytes are content */
+        feed_bytes(d, (const char *)tt_bom_bytes, replay, cb, ctx);
+    if (n < len)
+        feed_bytes(d, buf + n, len - n, cb, ctx);
 }
 
 void tt_ndjson_finish(struct tt_ndjson *d, int flush, tt_ndjson_cb cb,
                       void *ctx)
 {
-    if (d->bom > 0 && d->bom < 3) {
-        size_t n = d->bom;
-        d->bom = 3;
-        feed_bytes(d, (const char *)bom_bytes, n, cb, ctx);
+    {
+        size_t n = tt_bom_end(&d->bom);
+        if (n > 0)
+            feed_bytes(d, (const char *)tt_bom_bytes, n, cb, ctx);
     }
     if (flush && !d->skip && d->line_len > 0)
         deliver(d, d->line, d->line_len, cb, ctx);

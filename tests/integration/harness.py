@@ -419,6 +419,33 @@ def http(port, method, path, body=None, headers=None, timeout=15.0, **kw):
 # child processes
 
 
+def read_request(s):
+    """one whole HTTP/1.1 request (head and Content-Length or chunked body)
+    from socket <s> as raw bytes, or None when the peer closed first"""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        b = s.recv(65536)
+        if not b:
+            return None
+        data += b
+    head, _, rest = data.partition(b"\r\n\r\n")
+    m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    need = int(m.group(1)) if m else 0
+    while len(rest) < need:
+        b = s.recv(65536)
+        if not b:
+            break
+        rest += b
+    if re.search(rb"(?im)^transfer-encoding:\s*chunked", head):
+        # good enough for tests: up to the last-chunk and empty trailer
+        while not (rest == b"0\r\n\r\n" or rest.endswith(b"\r\n0\r\n\r\n")):
+            b = s.recv(65536)
+            if not b:
+                break
+            rest += b
+    return head + b"\r\n\r\n" + rest
+
+
 class Proc:
     """A child process with stdout/stderr in files under the test's dir."""
 
@@ -651,28 +678,9 @@ class FakeUpstream:
     def _serve(self, s):
         try:
             s.settimeout(10)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                b = s.recv(65536)
-                if not b:
-                    return
-                data += b
-            head, _, rest = data.partition(b"\r\n\r\n")
-            m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-            need = int(m.group(1)) if m else 0
-            while len(rest) < need:
-                b = s.recv(65536)
-                if not b:
-                    break
-                rest += b
-            if re.search(rb"(?im)^transfer-encoding:\s*chunked", head):
-                # good enough for tests: up to the last-chunk and empty trailer
-                while not (rest == b"0\r\n\r\n" or rest.endswith(b"\r\n0\r\n\r\n")):
-                    b = s.recv(65536)
-                    if not b:
-                        break
-                    rest += b
-            req = head + b"\r\n\r\n" + rest
+            req = read_request(s)
+            if req is None:
+                return
             self.requests.append(req)
             self.handler(s, req, self)
         except Exception as e:   # reported by the test through .errors

@@ -186,21 +186,10 @@ class TlsFake:
             raw.close()
             return
         try:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                b = s.recv(65536)
-                if not b:
-                    return
-                data += b
-            head, _, rest = data.partition(b"\r\n\r\n")
-            m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-            need = int(m.group(1)) if m else 0
-            while len(rest) < need:
-                b = s.recv(65536)
-                if not b:
-                    break
-                rest += b
-            self.requests.append(head + b"\r\n\r\n" + rest)
+            req = harness.read_request(s)
+            if req is None:
+                return
+            self.requests.append(req)
             self.handler(s, self.requests[-1], self)
         except Exception as e:
             self.errors.append(repr(e))
