@@ -449,7 +449,7 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
 
     const char *model = r->model[0] ? r->model : r->s.model;
     struct series *s = series_get(a, r->upstream_name ? r->upstream_name : "",
-                                  tt_request_api_label(r->api),
+                                  tt_api_name(r->api),
                                   model_label(a, model));
     if (s == NULL) {
         pthread_mutex_unlock(&a->mu);

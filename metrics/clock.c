@@ -12,24 +12,6 @@ const char *const tt_outcome_names[TT_OUT__COUNT] = {
     "ok", "error", "cancelled",
 };
 
-static const char *const api_labels[TT_API__COUNT] = {
-    [TT_API_OTHER]              = "other",
-    [TT_API_OPENAI_CHAT]        = "openai.chat",
-    [TT_API_OPENAI_COMPLETIONS] = "openai.completions",
-    [TT_API_OPENAI_RESPONSES]   = "openai.responses",
-    [TT_API_ANTHROPIC]          = "anthropic.messages",
-    [TT_API_GEMINI]             = "gemini",
-    [TT_API_OLLAMA]             = "ollama",
-    [TT_API_TGI]                = "tgi",
-};
-
-const char *tt_request_api_label(enum tt_api api)
-{
-    if ((unsigned)api >= TT_API__COUNT || api_labels[api] == NULL)
-        return "other";
-    return api_labels[api];
-}
-
 static void put(struct tt_metric_values *m, enum tt_metric id, double v)
 {
     m->v[id] = v;

@@ -37,12 +37,6 @@ enum tt_outcome { TT_OUT_OK = 0, TT_OUT_ERROR, TT_OUT_CANCELLED, TT_OUT__COUNT }
 /* "ok", "error", "cancelled" */
 extern const char *const tt_outcome_names[TT_OUT__COUNT];
 
-/*
- * Record/label name of <api> ("openai.chat", ... "other").  Same strings as
- * proxy/stream.c's tt_api_name(); kept here so metrics/ links without the
- * proxy.
- */
-const char *tt_request_api_label(enum tt_api api);
 
 /*
  * Fill <m> from <r> (absent metrics have their bit clear and value 0) and set

@@ -353,7 +353,7 @@ char *tt_record_format(const struct tt_request *r,
     jw_key(&w, "upstream_reused", &f);
     jw_lit(&w, r->upstream_reused ? "true" : "false");
     jw_key(&w, "api", &f);
-    jw_str(&w, tt_request_api_label(r->api));
+    jw_str(&w, tt_api_name(r->api));
     jw_key(&w, "model", &f);
     jw_str(&w, r->model[0] ? r->model : s->model);
     if (r->model[0] && s->model[0] && strcmp(r->model, s->model) != 0) {

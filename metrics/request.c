@@ -15,6 +15,24 @@ const char *const tt_ts_names[TT_TS__COUNT] = {
     "first_output_token", "last_token", "response_complete", "delivered",
 };
 
+static const char *const api_names[TT_API__COUNT] = {
+    [TT_API_OTHER]              = "other",
+    [TT_API_OPENAI_CHAT]        = "openai.chat",
+    [TT_API_OPENAI_COMPLETIONS] = "openai.completions",
+    [TT_API_OPENAI_RESPONSES]   = "openai.responses",
+    [TT_API_ANTHROPIC]          = "anthropic.messages",
+    [TT_API_GEMINI]             = "gemini",
+    [TT_API_OLLAMA]             = "ollama",
+    [TT_API_TGI]                = "tgi",
+};
+
+const char *tt_api_name(enum tt_api api)
+{
+    if ((unsigned)api >= TT_API__COUNT || api_names[api] == NULL)
+        return "other";
+    return api_names[api];
+}
+
 void tt_request_init(struct tt_request *r)
 {
     memset(r, 0, sizeof(*r));

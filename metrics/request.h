@@ -26,6 +26,9 @@ enum tt_api {
     TT_API__COUNT
 };
 
+/* record and label name: "openai.chat", "anthropic.messages", ... "other" */
+const char *tt_api_name(enum tt_api api);
+
 /* timeline boundaries of SPEC section 5, in order */
 enum tt_ts {
     TT_TS_REQUEST_COMPLETE = 0,

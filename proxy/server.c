@@ -396,6 +396,12 @@ out:
         for (i = 0; i < srv->nworkers; i++)
             worker_free(&srv->workers[i]);
     free(srv->workers);
+    if (srv->rec != NULL) {
+        tt_recorder_flush(srv->rec);
+        if (tt_recorder_dropped(srv->rec) > 0)
+            tt_log_warn("%llu records could not be written (queue full or write errors)",
+                        (unsigned long long)tt_recorder_dropped(srv->rec));
+    }
     tt_recorder_close(srv->rec);
     tt_agg_free(agg);
     tt_tls_free(srv->tls);

@@ -123,18 +123,6 @@ struct tt_stream {
 /* ------------------------------------------------------------------ */
 /* API detection                                                       */
 
-static const char *const api_names[TT_API__COUNT] = {
-    "other", "openai.chat", "openai.completions", "openai.responses",
-    "anthropic.messages", "gemini", "ollama", "tgi",
-};
-
-const char *tt_api_name(enum tt_api api)
-{
-    if ((unsigned)api >= TT_API__COUNT)
-        return "other";
-    return api_names[api];
-}
-
 static int ends_with(const char *s, size_t n, const char *suffix)
 {
     size_t k = strlen(suffix);

@@ -19,8 +19,6 @@ enum tt_think_mode { TT_THINK_AUTO = 0, TT_THINK_ON, TT_THINK_OFF };
 
 /* detect the API from the request path (query string allowed) */
 enum tt_api tt_api_detect(const char *path, size_t len);
-/* "openai.chat", "anthropic.messages", ... "other" */
-const char *tt_api_name(enum tt_api api);
 
 struct tt_stream;   /* opaque; see proxy/stream.c */
 
