@@ -131,6 +131,8 @@ install: all
 	install -m 0755 $(BUILD)/tokentap $(BUILD)/tokentap-sim $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 conf/tokentap.conf $(DESTDIR)$(PREFIX)/share/tokentap/tokentap.conf
 	install -m 0644 systemd/tokentap.service $(DESTDIR)$(PREFIX)/share/tokentap/tokentap.service
+	install -d $(DESTDIR)$(PREFIX)/share/tokentap/prometheus
+	install -m 0644 conf/prometheus/*.yml $(DESTDIR)$(PREFIX)/share/tokentap/prometheus/
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/tokentap/
 
 clean:

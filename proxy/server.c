@@ -224,8 +224,6 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
         return -1;
     }
     evconnlistener_set_error_cb(w->listener, on_accept_error);
-    if (srv->tls != NULL)
-        tt_tls_worker_init(srv->tls, w);
     return 0;
 }
 

@@ -10,7 +10,6 @@
 
 #include <stdint.h>
 #include <pthread.h>
-#include <openssl/ssl.h>
 
 #include "proxy/config.h"
 #include "proxy/url.h"
@@ -34,8 +33,6 @@ struct tt_worker {
     struct evconnlistener *listener;   /* owned */
     pthread_t              thread;
     struct tt_agg         *agg;        /* owned: this worker's aggregates */
-    SSL_CTX               *server_tls; /* borrowed: client-side TLS, or NULL */
-    SSL_CTX               *upstream_tls;/* borrowed: upstream TLS, or NULL */
     unsigned               inflight;   /* requests in progress */
 
     /* client connections, for draining; owned */

@@ -626,15 +626,6 @@ fail:
     return -1;
 }
 
-void tt_tls_worker_init(struct tt_tls_ctx *t, struct tt_worker *w)
-{
-    /* contexts are fetched per connection (they change on reload); the
-     * worker's own state is its session slot, found by its id */
-    (void)t;
-    w->server_tls = NULL;
-    w->upstream_tls = NULL;
-}
-
 void tt_tls_reload(struct tt_tls_ctx *t)
 {
     const struct tt_config *cfg = &t->srv->cfg;

@@ -70,8 +70,6 @@ struct tt_tls_ctx;
  */
 int  tt_tls_setup(struct tt_server *srv, struct tt_tls_ctx **out, char *err,
                   size_t errlen);
-/* give worker <w> its contexts */
-void tt_tls_worker_init(struct tt_tls_ctx *t, struct tt_worker *w);
 /* SIGHUP: load certificates again; keeps the old ones on failure */
 void tt_tls_reload(struct tt_tls_ctx *t);
 void tt_tls_free(struct tt_tls_ctx *t);
