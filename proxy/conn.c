@@ -25,6 +25,7 @@
 #include "proxy/conn.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -228,13 +229,11 @@ static int rs_on_message_complete(llhttp_t *p)
 }
 
 static llhttp_settings_t rq_settings, rs_settings;
+static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 
+/* the parser callbacks, set once for all workers */
 static void settings_init(void)
 {
-    static int done;
-
-    if (done)
-        return;
     llhttp_settings_init(&rq_settings);
     rq_settings.on_url = rq_on_url;
     rq_settings.on_header_field = rq_on_field;
@@ -249,7 +248,6 @@ static void settings_init(void)
     rs_settings.on_headers_complete = rs_on_headers_complete;
     rs_settings.on_body = rs_on_body;
     rs_settings.on_message_complete = rs_on_message_complete;
-    done = 1;
 }
 
 /*
@@ -1089,7 +1087,7 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
     const struct tt_config *cfg = w->cfg;
     struct tt_conn *c;
 
-    settings_init();
+    pthread_once(&settings_once, settings_init);
     c = calloc(1, sizeof(*c));
     if (c == NULL) {
         evutil_closesocket(fd);
@@ -1138,10 +1136,6 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
 
 void tt_conn_upstream_ready(struct tt_conn *c, struct tt_upconn *u, int reused)
 {
-    struct timeval rt = { CFG(c)->response_timeout_ms / 1000,
-                          (CFG(c)->response_timeout_ms % 1000) * 1000 };
-    (void)rt;
-
     c->up = u;
     u->owner = c;
     c->now = tt_now_mono();
