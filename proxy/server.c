@@ -35,6 +35,7 @@
 #include "metrics/record.h"
 #include "proxy/admin.h"
 #include "proxy/conn.h"
+#include "proxy/jsonarena.h"
 #include "proxy/log.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
@@ -248,6 +249,7 @@ static void *worker_main(void *arg)
 {
     struct tt_worker *w = arg;
     event_base_dispatch(w->base);
+    tt_json_thread_free();          /* this thread's JSON arena */
     return NULL;
 }
 
