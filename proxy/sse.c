@@ -223,6 +223,16 @@ static void keep_partial(struct tt_sse *d, const char *s, size_t n)
     }
 }
 
+/* the first CR or LF in [p, end), or <end>; memchr scans a word at a time */
+static const char *line_end(const char *p, const char *end)
+{
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *lim = nl != NULL ? nl : end;
+    const char *cr = memchr(p, '\r', (size_t)(lim - p));
+
+    return cr != NULL ? cr : lim;
+}
+
 static void feed_bytes(struct tt_sse *d, const char *p, size_t len,
                        tt_sse_cb cb, void *ctx)
 {
@@ -238,8 +248,7 @@ static void feed_bytes(struct tt_sse *d, const char *p, size_t len,
                 continue;
             }
         }
-        for (q = p; q < end && *q != '\n' && *q != '\r'; q++)
-            ;
+        q = line_end(p, end);
         if (q == end) {
             keep_partial(d, p, (size_t)(q - p));
             return;
