@@ -203,7 +203,7 @@ static int rs_on_body(llhttp_t *p, const char *at, size_t len)
     if (c->stream != NULL) {
         /* decoded after the bytes are on their way to the client */
         if (c->side_len + len > c->side_cap) {
-            size_t cap = c->side_cap ? c->side_cap : 16384;
+            size_t cap = c->side_cap ? c->side_cap : 1024;
             char *q;
             while (cap < c->side_len + len)
                 cap *= 2;
@@ -562,6 +562,9 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
         c->insp_on = 1;
     }
     evtimer_del(c->ctimer);
+    /* everything needed from the head is copied out: its ~4 KiB of
+     * buffers go back now rather than live as long as the stream */
+    tt_head_free(&c->rqh);
     c->rq = RQ_WAIT_UP;
     set_timer(c->utimer, cfg->connect_timeout_ms);
     /* on failure the request was answered and c->closing is set */
@@ -713,6 +716,7 @@ static int response_head(struct tt_conn *c)
         return 0;
     }
     c->rs = RS_BODY;
+    tt_head_free(&c->rsh);          /* copied out, as for the request head */
     {
         struct timeval idle = { CFG(c)->upstream_idle_ms / 1000,
                                 (CFG(c)->upstream_idle_ms % 1000) * 1000 };

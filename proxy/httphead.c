@@ -39,6 +39,7 @@ void tt_head_free(struct tt_head *h)
     h->buf = NULL;
     h->f = NULL;
     h->cap = 0;
+    tt_head_clear(h);       /* an empty head, ready to grow again */
 }
 
 static int append(struct tt_head *h, const char *at, size_t len)
