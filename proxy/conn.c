@@ -975,8 +975,12 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
     struct tt_conn *c = arg;
     (void)bev;
 
-    if (what & BEV_EVENT_CONNECTED)
-        return;                     /* TLS handshake done */
+    if (what & BEV_EVENT_CONNECTED) {
+        /* TLS handshake done: from now on the idle keep-alive limit */
+        if (c->rq == RQ_IDLE)
+            set_timer(c->ctimer, CFG(c)->client_idle_ms);
+        return;
+    }
     c->now = tt_now_mono();
     if (what & BEV_EVENT_ERROR)
         tt_log_debug("client connection error: %s",
@@ -1134,7 +1138,9 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
     w->conns = c;
     w->nconns++;
     c->rq = RQ_IDLE;
-    set_timer(c->ctimer, cfg->client_idle_ms);
+    /* a TLS handshake must finish within the head deadline: a client that
+     * sends a partial or bogus record is cut then, not after client_idle */
+    set_timer(c->ctimer, c->plain_client ? cfg->client_idle_ms : cfg->head_timeout_ms);
     return c;
 }
 

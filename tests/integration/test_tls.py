@@ -414,7 +414,10 @@ def test_client_garbage_handshake_does_not_disturb_stream(t):
     r = c.read_head()
     t.eq(r.status, 200, "stream status")
     bad = []
-    for junk in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", os.urandom(300), b"\x16\x03\x01\x00\x05hello"):
+    # fixed junk that no TLS record header can be read into (random bytes
+    # sometimes announce a long record and wait for it: see the next test)
+    junk_bytes = bytes((7 * i + 3) % 128 for i in range(300))
+    for junk in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", junk_bytes, b"\x16\x03\x01\x00\x05hello"):
         g = harness.Conn(px.port, timeout=5)
         g.send(junk)
         bad.append(g)
@@ -559,3 +562,26 @@ def test_tls_upstream_close_delimited_complete_is_not_error(t):
         t.eq(p.stdout, SSE_BODY, f"curl {i + 1} body")
     recs = px.records(3)
     t.eq([error_type(x) for x in recs], [None] * 3, "record errors")
+
+
+def test_client_partial_handshake_cut_at_head_deadline(t):
+    """a client that sends the start of a TLS record and then nothing is
+    closed at the head deadline, not after the idle keep-alive limit"""
+    pki = Pki(t)
+    cert, key = pki.leaf("server")
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=["--tls-cert", cert, "--tls-key", key, "--head-timeout", "1s"])
+    g = harness.Conn(px.port, timeout=5)
+    g.send(b"\x16\x03\x01\x40\x00" + b"\x01" * 10)   # a 16 KiB record, 10 bytes of it
+    t0 = time.monotonic()
+    t.check(g.closed_by_peer(4 * t.slow), "the partial handshake was not cut within 4 s")
+    took = time.monotonic() - t0
+    t.check(took >= 0.8, f"cut after {took:.2f} s, before the 1 s deadline")
+    g.close()
+    # a real client on the same listener still works
+    c = tls_conn(px.port, pki.ca)
+    c.send(stream_req({"tokens": 3, "ttft_ms": 1, "gap_ms": 1}))
+    r = c.read_head()
+    t.eq(r.status, 200, "a good client after the cut")
+    c.read_body(r)
+    c.close()
