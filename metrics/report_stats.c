@@ -85,34 +85,32 @@ static size_t pct_rank(size_t n, double p, double *frac)
     return lo;
 }
 
+/* linear interpolation between the closest ranks <lo> and <lo>+1 */
+static double interp(double a, double b, double frac)
+{
+    return frac == 0 ? a : a + frac * (b - a);
+}
+
 double tt_pct_linear_f(const float *v, size_t n, double p)
 {
-    double frac, a, b;
+    double frac;
     size_t lo;
 
     if (n == 0)
         return NAN;
     lo = pct_rank(n, p, &frac);
-    a = v[lo];
-    if (frac == 0)
-        return a;
-    b = v[lo + 1];
-    return a + frac * (b - a);
+    return interp(v[lo], frac == 0 ? v[lo] : v[lo + 1], frac);
 }
 
 double tt_pct_linear_d(const double *v, size_t n, double p)
 {
-    double frac, a, b;
+    double frac;
     size_t lo;
 
     if (n == 0)
         return NAN;
     lo = pct_rank(n, p, &frac);
-    a = v[lo];
-    if (frac == 0)
-        return a;
-    b = v[lo + 1];
-    return a + frac * (b - a);
+    return interp(v[lo], frac == 0 ? v[lo] : v[lo + 1], frac);
 }
 
 int tt_pct_low_sample(uint64_t n, double p)

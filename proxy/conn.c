@@ -385,12 +385,11 @@ static void close_after_flush(struct tt_conn *c)
 static void fail_request(struct tt_conn *c, int status, const char *type,
                          const char *msg)
 {
-    static const char *const kinds[] = {
-        [400] = "invalid_request_error", [408] = "request_timeout",
-        [413] = "invalid_request_error", [431] = "invalid_request_error",
-        [499] = "cancelled", [502] = "upstream_error", [504] = "upstream_timeout",
-    };
-    const char *kind = status < 505 && kinds[status] ? kinds[status] : "proxy_error";
+    const char *kind = status == 408 ? "request_timeout"
+                     : status == 502 ? "upstream_error"
+                     : status == 504 ? "upstream_timeout"
+                     : status >= 400 && status < 500 ? "invalid_request_error"
+                     : "proxy_error";
 
     tt_log_info("request %s %.64s: %d %s: %s", c->req.method[0] ? c->req.method : "-",
                 c->req.path[0] ? c->req.path : "-", status, type, msg);
