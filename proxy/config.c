@@ -1008,7 +1008,7 @@ void tt_config_usage(FILE *out)
 {
     fputs("Usage:\n"
           "  tokentap [--config FILE] [--listen ADDR:PORT] --upstream URL [options]\n"
-          "  tokentap report RECORDS.jsonl [...]\n"
+          "  tokentap report RECORDS.jsonl [...]   (options: tokentap report --help)\n"
           "  tokentap check-config FILE\n"
           "  tokentap --version | --help\n"
           "\n"

@@ -699,9 +699,9 @@ static void test_usage(void **state)
     fclose(f);
     assert_true(strncmp(text, "Usage:\n  tokentap [--config FILE] [--listen "
                         "ADDR:PORT] --upstream URL [options]\n"
-                        "  tokentap report RECORDS.jsonl [...]\n"
+                        "  tokentap report RECORDS.jsonl [...]   (options: tokentap report --help)\n"
                         "  tokentap check-config FILE\n"
-                        "  tokentap --version | --help\n", 160) == 0);
+                        "  tokentap --version | --help\n", 196) == 0);
     assert_non_null(strstr(text, "--max-header-bytes SIZE"));
     assert_non_null(strstr(text, "(default 64k)"));
     assert_non_null(strstr(text, "[limits]"));
