@@ -38,6 +38,7 @@
 #include "metrics/metric.h"
 #include "metrics/request.h"
 #include "metrics/slo.h"
+#include "proxy/target.h"
 
 struct evbuffer;
 struct tt_recorder;
@@ -57,6 +58,9 @@ enum tt_agg_family {
 extern const char *const tt_agg_family_names[TT_FAM__COUNT];
 
 #define TT_AGG_MAX_BUCKETS 64
+#define TT_AGG_UPSTREAMS   TT_MAX_TARGETS   /* window sets: primary + shadows */
+
+struct tt_pairs;
 
 struct tt_agg_opts {
     unsigned      model_cap;                    /* 0 = 32 */
@@ -87,6 +91,15 @@ int tt_agg_observe(struct tt_agg *a, const struct tt_request *r,
 int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
                       const struct tt_metric_values *m,
                       const struct tt_slo_result *slo, uint64_t now_ns);
+
+/* windows (and the shadow_dropped counters) for upstream <name> from the
+ * start, so that /stats and /metrics show it before its first request;
+ * 0, or -1 when there is no room */
+int  tt_agg_add_upstream(struct tt_agg *a, const char *name);
+/* a copy for shadow <shadow> was abandoned (tokentap_shadow_dropped_total) */
+void tt_agg_shadow_dropped(struct tt_agg *a, const char *shadow, enum tt_drop why);
+/* the paired comparisons shown in /stats; <ps> borrowed, may be NULL */
+void tt_agg_set_pairs(struct tt_agg *a, struct tt_pairs *ps);
 
 /* requests in flight: +1 when one starts, -1 when it finishes (atomic) */
 void tt_agg_inflight(struct tt_agg *a, int delta);

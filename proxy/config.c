@@ -193,6 +193,12 @@ static const struct opt opts[] = {
     { "client_idle_timeout", S_LIMITS, T_DUR, F(client_idle_ms), "75s",
       "DURATION", 1, DAY, NULL, NULL,
       "idle client keep-alive connection" },
+    { "body_idle_timeout", S_LIMITS, T_DUR, F(body_idle_ms), "60s", "DURATION",
+      1, DAY, NULL, NULL,
+      "longest gap in a request body while the client owes bytes (408)" },
+    { "send_timeout", S_LIMITS, T_DUR, F(send_timeout_ms), "60s", "DURATION",
+      1, DAY, NULL, NULL,
+      "client not taking response bytes this long: cut (499), upstream closed" },
     { "max_connections", S_LIMITS, T_UINT, F(max_connections), "20000", "N",
       1, 1000000, NULL, NULL, "concurrent client connections" },
 };

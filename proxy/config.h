@@ -92,6 +92,8 @@ struct tt_config {
     unsigned response_timeout_ms;   /* 600000 */
     unsigned upstream_idle_ms;      /* 300000 */
     unsigned client_idle_ms;        /* 75000 */
+    unsigned body_idle_ms;          /* gap in a request body (408): 60000 */
+    unsigned send_timeout_ms;       /* client not taking the response (499): 60000 */
     unsigned max_connections;       /* 20000 */
     /* [shadow.NAME] sections and --shadow, in the order first named */
     unsigned n_shadows;

@@ -32,10 +32,12 @@
 
 #include "metrics/agg.h"
 #include "metrics/clock.h"
+#include "metrics/pairs.h"
 #include "metrics/record.h"
 #include "proxy/admin.h"
 #include "proxy/conn.h"
 #include "proxy/jsonarena.h"
+#include "proxy/leg.h"
 #include "proxy/log.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
@@ -56,8 +58,10 @@ void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
     char *line;
     size_t len;
 
-    w->inflight--;
-    tt_agg_inflight(w->agg, -1);
+    if (!r->shadow) {               /* in flight counts client requests */
+        w->inflight--;
+        tt_agg_inflight(w->agg, -1);
+    }
     tt_metrics_compute(r, &m, &source);
     if (srv->have_slo) {
         const char *model = r->model[0] ? r->model : r->s.model;
@@ -73,12 +77,23 @@ void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
         if (line != NULL)
             tt_recorder_submit(srv->rec, line, len);
     }
+    if (r->pair != NULL) {
+        tt_pair_leg_done(r->pair, r->target_idx, r, &m);
+        r->pair = NULL;
+    }
 }
 
 void tt_worker_conn_gone(struct tt_worker *w)
 {
-    if (w->draining && w->nconns == 0)
+    if (w->draining && w->nconns == 0 && w->nlegs == 0)
         event_base_loopexit(w->base, NULL);
+}
+
+/* abandon every shadow leg still running (grace over, shutdown) */
+static void abort_legs(struct tt_worker *w)
+{
+    while (w->legs != NULL)
+        tt_leg_abort(w->legs);
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
@@ -109,11 +124,12 @@ static void on_grace(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
 
-    if (w->nconns > 0)
-        tt_log_warn("worker %d: drain grace period over, closing %u connections",
-                    w->id, w->nconns);
+    if (w->nconns > 0 || w->nlegs > 0)
+        tt_log_warn("worker %d: drain grace period over, closing %u connections "
+                    "and %u shadow requests", w->id, w->nconns, w->nlegs);
     while (w->conns != NULL)
         tt_conn_abort(w->conns);
+    abort_legs(w);
     event_base_loopexit(w->base, NULL);
 }
 
@@ -142,7 +158,7 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
         next = tt_conn_next(c);
         tt_conn_drain(c);
     }
-    if (w->nconns == 0)
+    if (w->nconns == 0 && w->nlegs == 0)
         event_base_loopexit(w->base, NULL);
 }
 
@@ -232,6 +248,7 @@ static void worker_free(struct tt_worker *w)
 {
     while (w->conns != NULL)
         tt_conn_abort(w->conns);
+    abort_legs(w);
     tt_upstream_close_idle(w);
     if (w->listener)
         evconnlistener_free(w->listener);
@@ -298,9 +315,14 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
     pthread_rwlock_init(&srv->slo_lock, NULL);
     tt_log_level = cfg->log_level;
 
-    if (tt_url_parse(cfg->upstream, &srv->up, err, sizeof(err)) < 0) {
-        tt_log_error("--upstream: %s", err);
-        goto out;
+    {
+        int n = tt_targets_build(&srv->cfg, srv->targets, err, sizeof(err));
+        if (n < 0) {
+            tt_log_error("%s", err);
+            goto out;
+        }
+        srv->ntargets = (unsigned)n;
+        srv->up = srv->targets[0].url;
     }
     if (tt_config_slo_set(cfg, &srv->slos, err, sizeof(err)) < 0) {
         tt_log_error("%s", err);
@@ -317,6 +339,20 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
     if (agg == NULL) {
         tt_log_error("cannot create the aggregator");
         goto out;
+    }
+    if (srv->ntargets > 1) {
+        const char *names[TT_MAX_TARGETS];
+        for (i = 0; i < srv->ntargets; i++) {
+            names[i] = srv->targets[i].name;
+            if (i > 0)
+                tt_agg_add_upstream(agg, names[i]);
+        }
+        srv->pairs = tt_pairs_new(names, srv->ntargets);
+        if (srv->pairs == NULL) {
+            tt_log_error("cannot create the shadow comparison store");
+            goto out;
+        }
+        tt_agg_set_pairs(agg, srv->pairs);
     }
     if (cfg->record[0]) {
         srv->rec = tt_recorder_open(cfg->record, cfg->record_queue, err, sizeof(err));
@@ -364,6 +400,14 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
                     TT_VERSION, srv->cfg.listen, srv->up.tls ? "https" : "http",
                     srv->up.authority, srv->up.base_path, admin, srv->nworkers,
                     srv->nworkers > 1 ? "s" : "");
+        for (i = 1; i < srv->ntargets; i++) {
+            const struct tt_target *t = &srv->targets[i];
+            tt_log_info("shadow %s: %s://%s%s, sample %g%s%s, max_inflight %u",
+                        t->name, t->url.tls ? "https" : "http", t->url.authority,
+                        t->url.base_path, t->sample,
+                        t->sh->sample_key[0] ? " by " : "", t->sh->sample_key,
+                        t->sh->max_inflight);
+        }
     }
     for (started = 1; started < srv->nworkers; started++)
         if (pthread_create(&srv->workers[started].thread, NULL, worker_main,
@@ -404,6 +448,7 @@ out:
     }
     tt_recorder_close(srv->rec);
     tt_agg_free(agg);
+    tt_pairs_free(srv->pairs);
     tt_tls_free(srv->tls);
     pthread_rwlock_destroy(&srv->slo_lock);
     free(srv);

@@ -12,6 +12,8 @@
 #include <pthread.h>
 
 #include "proxy/config.h"
+#include "proxy/target.h"
+#include "proxy/upstream.h"
 #include "proxy/url.h"
 
 struct event_base;
@@ -38,9 +40,11 @@ struct tt_worker {
     /* client connections, for draining; owned */
     struct tt_conn        *conns;
     unsigned               nconns;
-    /* idle pooled upstream connections; owned */
-    struct tt_upconn      *idle;
-    unsigned               nidle;
+    /* idle pooled upstream connections, one pool per target; owned */
+    struct tt_pool         pools[TT_MAX_TARGETS];
+    /* shadow legs running (linked through tt_leg.wnext); owned */
+    struct tt_leg         *legs;
+    unsigned               nlegs;
 
     unsigned               draining:1;
     struct event          *drain_ev;   /* asks the loop to drain (any thread) */
@@ -51,7 +55,8 @@ struct tt_worker {
 void tt_worker_request_start(struct tt_worker *w);
 /* a request finished: metrics, SLO, aggregates, record (proxy/server.c) */
 void tt_worker_request_done(struct tt_worker *w, struct tt_request *r);
-/* a connection was closed; exits the loop when draining and none is left */
+/* a connection (or shadow leg) was closed; exits the loop when draining
+ * and none is left */
 void tt_worker_conn_gone(struct tt_worker *w);
 
 #endif
