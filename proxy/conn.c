@@ -222,16 +222,26 @@ static void close_after_flush(struct tt_conn *c)
         conn_free(c);
 }
 
-/* the shadow legs of the request in progress get <fn> */
-static void shadows_release(struct tt_conn *c, int all, int cancel, const char *why)
+/*
+ * How shadow legs leave their connection: a copy that has not had the
+ * whole request always stops; one that has runs on (SH_DETACH), stops
+ * with the client's request (SH_CLIENT_GONE, when the shadow's
+ * on_client_cancel says cancel), or stops in any case (SH_CANCEL).
+ */
+enum sh_release { SH_DETACH, SH_CLIENT_GONE, SH_CANCEL };
+
+/* the shadow legs of the current request (or of every request: <all>) */
+static void shadows_release(struct tt_conn *c, int all, enum sh_release how,
+                            const char *why)
 {
     struct tt_leg *l = c->shadows, *next;
 
     for (; l != NULL; l = next) {
         next = l->cnext;
         if (all || l->seq == c->nreq)
-            tt_leg_release(l, cancel || l->t->sh->on_client_cancel == TT_SHADOW_CANCEL,
-                           why);
+            tt_leg_release(l, how == SH_CANCEL ||
+                              (how == SH_CLIENT_GONE &&
+                               l->t->sh->on_client_cancel == TT_SHADOW_CANCEL), why);
     }
 }
 
@@ -262,7 +272,7 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
             c->req.status = status;
         /* shadows that have not had the whole request cannot finish it */
         if (c->rq != RQ_DONE)
-            shadows_release(c, 0, 1, "client request failed");
+            shadows_release(c, 0, SH_CANCEL, "client request failed");
     }
     if (!c->resp_started) {
         tt_error_response(bufferevent_get_output(c->cbev), status, kind, type,
@@ -653,7 +663,7 @@ void tt_conn_response_done(struct tt_conn *c)
         c->rq = RQ_DONE;
         evtimer_del(c->ctimer);
         bufferevent_disable(c->cbev, EV_READ);
-        shadows_release(c, 0, 1, "primary answered before the request ended");
+        shadows_release(c, 0, SH_CANCEL, "primary answered before the request ended");
     }
     if (evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
         next_request(c);            /* no write callback is coming (may free c) */
@@ -763,7 +773,7 @@ static void conn_cancel(struct tt_conn *c, const char *why)
         c->req.cancelled = 1;
         tt_request_set_error(&c->req, 499, "cancelled", why);
         /* the current request's shadows follow on_client_cancel */
-        shadows_release(c, 0, 0, why);
+        shadows_release(c, 0, SH_CLIENT_GONE, why);
     }
     tt_leg_close(&c->pri);
     request_finish(c);
@@ -776,7 +786,7 @@ static void conn_free(struct tt_conn *c)
 
     request_finish(c);
     /* shadows of earlier requests run on alone; unfinished copies stop */
-    shadows_release(c, 1, 0, "client closed the connection");
+    shadows_release(c, 1, SH_DETACH, "client closed the connection");
     tt_leg_fini(&c->pri);
     if (c->insp_on)
         tt_inspect_free(&c->insp);

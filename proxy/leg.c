@@ -315,7 +315,9 @@ int tt_leg_start(struct tt_leg *l)
 
 struct evbuffer *tt_leg_output(struct tt_leg *l)
 {
-    return l->up != NULL ? bufferevent_get_output(l->up->bev) : l->out;
+    /* while connecting, l->up is set but its socket is not ours to write */
+    return l->up != NULL && l->st != LEG_CONNECTING && l->st != LEG_IDLE
+           ? bufferevent_get_output(l->up->bev) : l->out;
 }
 
 /* ------------------------------------------------------------------ */
