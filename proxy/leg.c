@@ -49,6 +49,7 @@ static void leg_fail(struct tt_leg *l, int status, const char *type, const char 
 static void shadow_over(struct tt_leg *l);
 
 #define CFG(l) ((l)->w->cfg)
+#define SHADOW_READ_BYTES (16 * 1024)
 
 /* ------------------------------------------------------------------ */
 /* llhttp callbacks (response)                                         */
@@ -761,7 +762,14 @@ void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
         l->req->ts[TT_TS_UPSTREAM_TLS] = reused ? l->now : u->tls_done;
     tt_nodelay(u->bev);
     bufferevent_setcb(u->bev, leg_read, leg_write, leg_event, l);
-    bufferevent_setwatermark(u->bev, EV_READ, 0, CFG(l)->buffer_bytes);
+    if (l->shadow) {
+        /* a shadow never competes with the primary: lower priority, and
+         * small reads so that a huge response is drained in short turns */
+        bufferevent_priority_set(u->bev, TT_PRIO_SHADOW);
+        bufferevent_setwatermark(u->bev, EV_READ, 0, SHADOW_READ_BYTES);
+    } else {
+        bufferevent_setwatermark(u->bev, EV_READ, 0, CFG(l)->buffer_bytes);
+    }
     bufferevent_set_timeouts(u->bev, NULL, NULL);
     bufferevent_enable(u->bev, EV_READ | EV_WRITE);
     evbuffer_add_buffer(bufferevent_get_output(u->bev), l->out);

@@ -222,6 +222,11 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
     w->base = event_base_new();
     if (w->base == NULL)
         return -1;
+    /* three priorities: everything runs at the default (1); shadow legs'
+     * sockets at 2, so that when both are ready the primary's events and
+     * the clients' run first (proxy/leg.c) */
+    if (event_base_priority_init(w->base, TT_PRIO_COUNT) < 0)
+        return -1;
     w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                                      EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (w->dns == NULL)

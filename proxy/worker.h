@@ -25,6 +25,10 @@ struct tt_upconn;
 struct tt_request;
 struct tt_server;
 
+/* event priorities of a worker's loop: shadows below everything else */
+#define TT_PRIO_COUNT  3
+#define TT_PRIO_SHADOW 2
+
 struct tt_worker {
     int                    id;
     struct tt_server      *srv;        /* borrowed: the process */
