@@ -96,6 +96,7 @@ static void client_write(struct bufferevent *bev, void *arg);
 static void client_event(struct bufferevent *bev, short what, void *arg);
 static void client_process(struct tt_conn *c);
 static void conn_free(struct tt_conn *c);
+static void conn_cancel(struct tt_conn *c, const char *why);
 static void request_finish(struct tt_conn *c);
 static void next_request(struct tt_conn *c);
 
@@ -531,18 +532,17 @@ static void request_complete(struct tt_conn *c)
     }
 }
 
-/* body bytes [0, n) of <in> go to the shadows, then to the primary */
-static void forward_body(struct tt_conn *c, struct evbuffer *in, size_t n,
-                         struct evbuffer *uout)
+/* body bytes [0, n) of <in> go to the shadows (a copy), then to the primary */
+static void forward_body(struct tt_conn *c, struct evbuffer *in, size_t n)
 {
     struct tt_leg *l, *next;
 
     for (l = c->shadows; l != NULL; l = next) {
         next = l->cnext;
         if (l->seq == c->nreq && !l->sent_all)
-            tt_leg_tee(l, in, n);
+            tt_leg_send(l, in, n);
     }
-    evbuffer_remove_buffer(in, uout, n);
+    tt_leg_send(&c->pri, in, n);
 }
 
 /* move what the client sent as far as the state allows */
@@ -594,12 +594,16 @@ static void client_process(struct tt_conn *c)
             if (evbuffer_get_length(uout) >= CFG(c)->buffer_bytes)
                 goto out;           /* resumed by tt_conn_upstream_drained() */
             n = tt_parse_buf(&c->rqp, in, 0, avail, &e, NULL);
-            forward_body(c, in, n, uout);
+            forward_body(c, in, n);
             if (e == HPE_PAUSED && c->rq_msg_done) {
                 request_complete(c);
                 continue;
             }
             if (e == HPE_OK) {
+                if (c->client_eof && evbuffer_get_length(in) == 0) {
+                    conn_cancel(c, "client closed the connection mid-request");
+                    return;
+                }
                 /* the client owes more body: it has body_idle_timeout */
                 tt_timer_set(c->ctimer, CFG(c)->body_idle_ms);
                 goto out;
@@ -861,9 +865,14 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
         return;
     }
     if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) && c->active &&
-        c->rq == RQ_DONE && RS(c) != LEG_TUNNEL && !c->closing) {
-        /* a half-close after a whole request: it still gets its response
-         * (a client that is really gone fails the next write) */
+        !c->closing && RS(c) != LEG_TUNNEL &&
+        (c->rq == RQ_DONE ||
+         ((c->rq == RQ_WAIT_UP || c->rq == RQ_BODY) &&
+          evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0))) {
+        /* a half-close after the request (or with its rest still
+         * buffered): it still gets its response; a client that is really
+         * gone fails the next write, and a body that ends short is
+         * cancelled in client_process() */
         c->client_eof = 1;
         c->keepalive = 0;
         bufferevent_disable(c->cbev, EV_READ);

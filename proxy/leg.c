@@ -178,6 +178,9 @@ void tt_leg_fini(struct tt_leg *l)
         event_free(l->timer);
     if (l->out)
         evbuffer_free(l->out);
+    if (l->replay)
+        evbuffer_free(l->replay);
+    l->replay = NULL;
     free(l->side);
     l->side = NULL;
     l->timer = NULL;
@@ -341,20 +344,13 @@ void tt_leg_drop(struct tt_leg *l, enum tt_drop why)
     shadow_over(l);
 }
 
-void tt_leg_tee(struct tt_leg *l, struct evbuffer *in, size_t n)
+/* append a copy of the first <n> bytes of <in> to <dst> */
+static void copy_front(struct evbuffer *dst, struct evbuffer *in, size_t n)
 {
-    struct evbuffer *dst;
     struct evbuffer_iovec v[16];
     struct evbuffer_ptr ptr;
     size_t done = 0;
 
-    if (l->over || n == 0)
-        return;
-    dst = tt_leg_output(l);
-    if (evbuffer_get_length(dst) + n > l->t->sh->buffer_bytes) {
-        tt_leg_drop(l, TT_DROP_BUFFER_FULL);
-        return;
-    }
     while (done < n) {
         int k, i;
         if (evbuffer_ptr_set(in, &ptr, done, EVBUFFER_PTR_SET) < 0)
@@ -370,6 +366,61 @@ void tt_leg_tee(struct tt_leg *l, struct evbuffer *in, size_t n)
             done += len;
         }
     }
+}
+
+/* keep what goes out on a reused connection, for a retry, up to this */
+#define REPLAY_MAX (64 * 1024)
+
+void tt_leg_send(struct tt_leg *l, struct evbuffer *in, size_t n)
+{
+    struct evbuffer *dst;
+
+    if (l->over || n == 0)
+        return;
+    dst = tt_leg_output(l);
+    if (l->replay != NULL) {
+        if (evbuffer_get_length(l->replay) + n > REPLAY_MAX) {
+            evbuffer_free(l->replay);       /* too much to resend: no retry */
+            l->replay = NULL;
+        } else {
+            copy_front(l->replay, in, n);
+        }
+    }
+    if (!l->shadow) {
+        evbuffer_remove_buffer(in, dst, n);
+        return;
+    }
+    if (evbuffer_get_length(dst) + n > l->t->sh->buffer_bytes) {
+        tt_leg_drop(l, TT_DROP_BUFFER_FULL);
+        return;
+    }
+    copy_front(dst, in, n);
+}
+
+/*
+ * A reused connection that the server had closed (EOF or reset before any
+ * response byte) never took the request: send it again, once, on a new
+ * connection.  Returns 1 when a retry started.
+ */
+static int leg_retry(struct tt_leg *l)
+{
+    if (l->replay == NULL || l->got_bytes || l->retried || l->st != LEG_WAIT_HEAD)
+        return 0;
+    tt_log_debug("upstream %s: pooled connection closed under request %s, "
+                 "sending it again on a new connection", l->t->name, l->req->request_id);
+    tt_upstream_close(l->up);
+    l->up = NULL;
+    evbuffer_add_buffer(l->out, l->replay);
+    evbuffer_free(l->replay);
+    l->replay = NULL;
+    l->retried = 1;
+    l->req->ts[TT_TS_UPSTREAM_CONNECTED] = 0;
+    l->req->ts[TT_TS_UPSTREAM_TLS] = 0;
+    l->req->ts[TT_TS_REQUEST_SENT] = 0;
+    l->st = LEG_CONNECTING;
+    tt_timer_set(l->timer, l->t->connect_ms);
+    tt_upstream_new(l->w, l->t, l);     /* a failure there fails the leg */
+    return 1;
 }
 
 void tt_leg_request_done(struct tt_leg *l, const struct tt_request *r)
@@ -400,6 +451,10 @@ void tt_leg_close(struct tt_leg *l)
     if (l->up != NULL) {
         tt_upstream_close(l->up);
         l->up = NULL;
+    }
+    if (l->replay != NULL) {
+        evbuffer_free(l->replay);
+        l->replay = NULL;
     }
     if (l->timer)
         evtimer_del(l->timer);
@@ -668,6 +723,13 @@ static void leg_read(struct bufferevent *bev, void *arg)
     struct tt_leg *l = arg;
     (void)bev;
     l->now = tt_now_mono();
+    if (!l->got_bytes) {
+        l->got_bytes = 1;           /* the server took the request */
+        if (l->replay != NULL) {
+            evbuffer_free(l->replay);
+            l->replay = NULL;
+        }
+    }
     tt_leg_process(l);
 }
 
@@ -718,6 +780,8 @@ static void leg_event(struct bufferevent *bev, short what, void *arg)
         }
     }
     tls_why = tt_tls_log_errors(bev, "upstream");
+    if (leg_retry(l))
+        return;
     if (l->st == LEG_BODY) {
         if (l->stream != NULL)
             tt_stream_end(l->stream, 0, l->now);
@@ -772,6 +836,11 @@ void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
     }
     bufferevent_set_timeouts(u->bev, NULL, NULL);
     bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    l->got_bytes = 0;
+    if (reused && !l->retried && l->replay == NULL &&
+        evbuffer_get_length(l->out) <= REPLAY_MAX &&
+        (l->replay = evbuffer_new()) != NULL)
+        copy_front(l->replay, l->out, evbuffer_get_length(l->out));
     evbuffer_add_buffer(bufferevent_get_output(u->bev), l->out);
     llhttp_init(&l->rsp, HTTP_RESPONSE, &rs_settings);
     l->rsp.data = l;

@@ -50,6 +50,8 @@ struct tt_leg {
     struct tt_upconn       *up;     /* owned while set */
     struct event           *timer;  /* owned: connect, then response head deadline */
     struct evbuffer        *out;    /* owned: request bytes until connected */
+    struct evbuffer        *replay; /* owned: what was sent on a reused connection,
+                                     * until its first response byte (retry) */
     struct tt_request      *req;    /* primary: the connection's; shadow: &own */
     struct tt_request       own;
     struct tt_stream       *stream; /* owned, per response */
@@ -68,6 +70,8 @@ struct tt_leg {
     unsigned head_done:1, msg_done:1, interim:1;
     unsigned over:1;                /* shadow: response ended, failed or dropped */
     unsigned counted:1;             /* shadow: holds a slot of t->inflight */
+    unsigned got_bytes:1;           /* a response byte arrived on this connection */
+    unsigned retried:1;             /* already resent once on a fresh connection */
 };
 
 /* set up the primary leg of a client connection; 0 or -1 */
@@ -95,11 +99,13 @@ int  tt_leg_head(struct tt_leg *l, const struct tt_head *rqh, const char *method
 int  tt_leg_start(struct tt_leg *l);
 
 /*
- * Shadows: copy the first <n> bytes of <in> (request bytes the primary
- * is about to get) for the shadow.  When it holds more than its
- * buffer_bytes the copy is abandoned (counted as buffer_full).
+ * Send the first <n> bytes of <in> (request body bytes) to the leg's
+ * upstream.  The primary takes them (moved out of <in>); a shadow gets a
+ * copy, and when it holds more than its buffer_bytes the copy is
+ * abandoned (counted as buffer_full).  Shadows are sent to first, so the
+ * bytes are still in <in> for them.
  */
-void tt_leg_tee(struct tt_leg *l, struct evbuffer *in, size_t n);
+void tt_leg_send(struct tt_leg *l, struct evbuffer *in, size_t n);
 
 /* the client's request is complete: copy what it told of itself (model,
  * stream ...) from <r> into a shadow's record; stamp "request sent" */

@@ -170,7 +170,13 @@ int tt_upstream_get(struct tt_worker *w, const struct tt_target *t,
         tt_leg_upstream_ready(l, u, 1);
         return 0;
     }
-    u = calloc(1, sizeof(*u));
+    return tt_upstream_new(w, t, l);
+}
+
+int tt_upstream_new(struct tt_worker *w, const struct tt_target *t,
+                    struct tt_leg *l)
+{
+    struct tt_upconn *u = calloc(1, sizeof(*u));
     if (u == NULL) {
         tt_leg_upstream_failed(l, 502, "upstream_connect", "out of memory");
         return -1;

@@ -43,6 +43,9 @@ struct tt_pool {
  */
 int  tt_upstream_get(struct tt_worker *w, const struct tt_target *t,
                      struct tt_leg *l);
+/* the same, always on a new connection (a retry after a stale one) */
+int  tt_upstream_new(struct tt_worker *w, const struct tt_target *t,
+                     struct tt_leg *l);
 /* give a clean, idle connection back to the pool (or close it) */
 void tt_upstream_put(struct tt_upconn *u);
 /* close and free */
