@@ -439,3 +439,42 @@ def test_other_and_upgrade_requests_are_not_mirrored(t):
     px.records(2)
     st = cand.stats()
     t.eq(st["requests"], 0, "requests the candidate saw")
+
+
+@timeout(150)
+def test_sampling_10000_requests_within_binomial_bounds(t):
+    """sample 0.3 over 10,000 requests: the candidate receives a count within
+    5 standard deviations of 3,000 (binomial), and the shadow legs' ok count
+    on /stats is that count"""
+    sim = t.sim()
+    cand = t.sim()
+    px = t.proxy(sim.url, record=False, admin="auto",
+                 extra=shadow("cand", cand.url, "sample=0.3"))
+    body = json.dumps(harness.chat_body({"tokens": 1, "ttft_ms": 0}, stream=False)).encode()
+    raw = build_request("POST", "/v1/chat/completions", body)
+    n = 10000
+    c = px.conn(timeout=30)
+    batch = 50                          # pipelined, answered in order
+    for i in range(0, n, batch):
+        c.send(raw * batch)
+        for _ in range(batch):
+            r = c.response("POST")
+            if r.status != 200:
+                raise harness.Failure(f"request status {r.status}")
+    c.close()
+    sd = (n * 0.3 * 0.7) ** 0.5
+
+    def settled():
+        st = harness.http(px.admin_port, "GET", "/stats").json()
+        return st if st["inflight"] == 0 and st["upstreams"]["cand"]["windows"]["total"][
+            "requests"]["total"] == cand.stats()["requests"] + sum(
+            st["upstreams"]["cand"]["dropped"].values()) else None
+    st = harness.wait_until(settled, 10 * t.slow, what="shadow legs finished")
+    w = st["upstreams"]["cand"]["windows"]["total"]["requests"]
+    drops = st["upstreams"]["cand"]["dropped"]
+    got = cand.stats()["requests"] + sum(drops.values())
+    t.note(f"shadow legs: {w}, dropped {drops}")
+    t.note(f"10000 requests at sample 0.3: {got} mirrored "
+           f"(bounds {3000 - 5 * sd:.0f}..{3000 + 5 * sd:.0f})")
+    t.check(abs(got - 3000) <= 5 * sd, f"{got} mirrored")
+    t.eq(w["ok"], cand.stats()["requests"], "shadow legs ok on /stats")
