@@ -726,6 +726,7 @@ struct load_ctx {
     int seen[N_OPTS];       /* line where each key was set, 0 = not yet */
     int model_seen[TT_CONFIG_SLO_MODELS];
     int shadow_line[TT_MAX_SHADOWS];    /* line of each [shadow.NAME] header */
+    int shadow_seen[TT_MAX_SHADOWS][N_SHADOW_OPTS];   /* line each key was set */
 };
 
 static void ctx_fail(struct load_ctx *x, const char *fmt, ...)
@@ -894,6 +895,18 @@ static int load_shadow_key(struct load_ctx *x, const char *name,
     char err[1024];
     struct tt_shadow_cfg *sh = shadow_get(x->c, nm, strlen(nm), err, sizeof(err));
 
+    if (sh != NULL) {
+        int *seen = x->shadow_seen[sh - x->c->shadows];
+        for (size_t i = 0; i < N_SHADOW_OPTS; i++)
+            if (strcmp(shadow_opts[i].key, name) == 0) {
+                if (seen[i]) {
+                    ctx_fail(x, "key '%s': duplicate in [%.200s] (first set on line %d)",
+                             name, x->section, seen[i]);
+                    return 0;
+                }
+                seen[i] = x->line;
+            }
+    }
     if (sh == NULL || shadow_set(sh, name, value, err, sizeof(err)) < 0) {
         ctx_fail(x, "key '%.100s': %s", name, err);
         return 0;

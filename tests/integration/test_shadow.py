@@ -116,6 +116,9 @@ def isolation(t, shadow_url, sets=(), n=4, big=0, extra=()):
     mw, mo = statistics.median(with_), statistics.median(without)
     t.note(f"client TTFT median {mw:.2f} ms with the shadow, {mo:.2f} ms without")
     t.near(mw, mo, t.tol_ms, "client TTFT with the faulty shadow vs without any")
+    rss, rss0 = px.rss_kib(), base.rss_kib()
+    t.note(f"RSS {rss} KiB with the shadow, {rss0} KiB without")
+    t.check(rss < rss0 + 48 * 1024 * t.slow, f"RSS {rss} KiB vs {rss0} KiB without the shadow")
     return px, with_
 
 

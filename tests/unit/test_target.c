@@ -8,7 +8,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "metrics/request.h"
@@ -130,6 +132,56 @@ static void test_shadow_config_errors(void **state)
     assert_string_equal(err, "shadow 'a': url required (--shadow a=URL)");
 }
 
+/* check-config's dump of [shadow.NAME] sections loads back the same */
+static void test_shadow_section_roundtrip(void **state)
+{
+    static struct tt_config c, d;
+    char err[512], path[] = "/tmp/tt_test_target_XXXXXX";
+    FILE *f;
+    int fd;
+    (void)state;
+
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    fputs("[upstream]\nupstream = http://127.0.0.1:1\n"
+          "[shadow.cand]\nurl = https://10.0.0.2:8443/v2\nsample = 0.125\n"
+          "sample_key = x-user-id\nmax_inflight = 7\npaths = openai.chat, tgi\n"
+          "insecure = true\nconnect_timeout = 250ms\non_client_cancel = finish\n"
+          "buffer_bytes = 64k\nset_header = Authorization: Bearer K\n"
+          "set_header = X-Env: staging\nremove_header = Cookie\n"
+          "[shadow.other]\nurl = http://10.0.0.3:80\n", f);
+    fclose(f);
+    tt_config_defaults(&c);
+    assert_int_equal(tt_config_load(&c, path, err, sizeof(err)), 0);
+    assert_int_equal(tt_config_check(&c, err, sizeof(err)), 0);
+    assert_int_equal(c.n_shadows, 2);
+    assert_string_equal(c.shadows[0].name, "cand");
+    assert_true(c.shadows[0].sample == 0.125);
+    assert_int_equal(c.shadows[0].n_set, 2);
+    assert_string_equal(c.shadows[0].set_header[1], "X-Env: staging");
+    assert_string_equal(c.shadows[0].remove_header[0], "Cookie");
+    assert_int_equal(c.shadows[0].on_client_cancel, TT_SHADOW_FINISH);
+    assert_int_equal(c.shadows[0].connect_timeout_ms, 250);
+    f = fopen(path, "w");
+    assert_int_equal(tt_config_dump(&c, f), 0);
+    fclose(f);
+    tt_config_defaults(&d);
+    assert_int_equal(tt_config_load(&d, path, err, sizeof(err)), 0);
+    assert_int_equal(d.n_shadows, 2);
+    assert_memory_equal(&c.shadows[0], &d.shadows[0], sizeof(c.shadows[0]));
+    assert_memory_equal(&c.shadows[1], &d.shadows[1], sizeof(c.shadows[1]));
+    /* a key twice in one section is an error, with file and line */
+    f = fopen(path, "w");
+    fputs("[upstream]\nupstream = http://127.0.0.1:1\n[shadow.a]\nurl = http://x:1\n"
+          "sample = 0.5\nurl = http://y:2\n", f);
+    fclose(f);
+    tt_config_defaults(&d);
+    assert_int_equal(tt_config_load(&d, path, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, ":6: key 'url': duplicate in [shadow.a] (first set on line 4)"));
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -137,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_key_decision_is_stable),
         cmocka_unit_test(test_edges_and_paths),
         cmocka_unit_test(test_shadow_config_errors),
+        cmocka_unit_test(test_shadow_section_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
