@@ -17,6 +17,7 @@
 #include <event2/buffer.h>
 
 #include "metrics/clock.h"
+#include "metrics/delay.h"
 #include "metrics/hist.h"
 #include "metrics/pairs.h"
 #include "metrics/record.h"
@@ -128,6 +129,8 @@ struct tt_agg {
     unsigned         nup;
     uint64_t         dropped[TT_AGG_UPSTREAMS][TT_DROP__COUNT];  /* shadow copies */
     struct tt_pairs *pairs;     /* borrowed, may be NULL */
+    struct tt_delay *delays[TT_AGG_MAX_DELAYS];  /* borrowed: one per worker */
+    unsigned         ndelays;
     int              slo_seen;
     _Atomic int64_t  inflight;
     struct tt_recorder *rec;
@@ -432,6 +435,14 @@ void tt_agg_set_pairs(struct tt_agg *a, struct tt_pairs *ps)
     a->pairs = ps;
 }
 
+void tt_agg_add_delay(struct tt_agg *a, struct tt_delay *d)
+{
+    pthread_mutex_lock(&a->mu);
+    if (a->ndelays < TT_AGG_MAX_DELAYS)
+        a->delays[a->ndelays++] = d;
+    pthread_mutex_unlock(&a->mu);
+}
+
 /* ---- observe ------------------------------------------------------------- */
 
 /* window histogram units: us for ms metrics, milli-units for rates */
@@ -568,6 +579,8 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
     }
     if (dst->pairs == NULL)
         dst->pairs = src->pairs;
+    for (unsigned i = 0; i < src->ndelays && dst->ndelays < TT_AGG_MAX_DELAYS; i++)
+        dst->delays[dst->ndelays++] = src->delays[i];
     dst->slo_seen |= src->slo_seen;
     atomic_fetch_add(&dst->inflight, atomic_load(&src->inflight));
     if (dst->rec == NULL)
@@ -768,6 +781,9 @@ static int expose(struct tt_agg *a, struct evbuffer *out)
                                 "reason=\"%s\"} %llu\n", up, tt_drop_names[k],
                                 (unsigned long long)a->dropped[u][k]);
     }
+
+    if (a->ndelays > 0)
+        tt_delay_expose(a->delays, a->ndelays, out);
 
     family_head(out, "tokentap_build_info", "gauge", "Build information.");
     char ver[200];

@@ -60,7 +60,10 @@ extern const char *const tt_agg_family_names[TT_FAM__COUNT];
 #define TT_AGG_MAX_BUCKETS 64
 #define TT_AGG_UPSTREAMS   TT_MAX_TARGETS   /* window sets: primary + shadows */
 
+#define TT_AGG_MAX_DELAYS  256              /* workers */
+
 struct tt_pairs;
+struct tt_delay;
 
 struct tt_agg_opts {
     unsigned      model_cap;                    /* 0 = 32 */
@@ -100,6 +103,10 @@ int  tt_agg_add_upstream(struct tt_agg *a, const char *name);
 void tt_agg_shadow_dropped(struct tt_agg *a, const char *shadow, enum tt_drop why);
 /* the paired comparisons shown in /stats; <ps> borrowed, may be NULL */
 void tt_agg_set_pairs(struct tt_agg *a, struct tt_pairs *ps);
+
+/* a worker's tokentap_proxy_delay_seconds, exposed with the rest; <d>
+ * borrowed for the aggregator's life */
+void tt_agg_add_delay(struct tt_agg *a, struct tt_delay *d);
 
 /* requests in flight: +1 when one starts, -1 when it finishes (atomic) */
 void tt_agg_inflight(struct tt_agg *a, int delta);

@@ -73,6 +73,8 @@ struct tt_conn {
     struct tt_inspect   insp;
     uint64_t            now;        /* stamp of the read being handled */
     uint64_t            last_cread; /* stamp of the latest client read */
+    uint64_t            queued_since; /* read stamp of the oldest response bytes
+                                     * waiting in the client's output, 0 none */
     size_t              head_bytes;
     uint64_t            body_bytes;
     unsigned            nreq;
@@ -192,10 +194,16 @@ void tt_conn_flush(struct tt_conn *c)
 
     if (evbuffer_get_length(c->stage) == 0)
         return;
-    if (c->plain_client && evbuffer_get_length(out) == 0)
+    if (c->plain_client && evbuffer_get_length(out) == 0) {
         evbuffer_write(c->stage, bufferevent_getfd(c->cbev));
-    if (evbuffer_get_length(c->stage) > 0)
-        evbuffer_add_buffer(out, c->stage);
+        if (evbuffer_get_length(c->stage) == 0) {
+            tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->pri.now, tt_now_mono());
+            return;
+        }
+    }
+    if (c->queued_since == 0)
+        c->queued_since = c->pri.now;       /* handed over in client_write() */
+    evbuffer_add_buffer(out, c->stage);
 }
 
 int tt_conn_full(struct tt_conn *c)
@@ -542,6 +550,7 @@ static void forward_body(struct tt_conn *c, struct evbuffer *in, size_t n)
         if (l->seq == c->nreq && !l->sent_all)
             tt_leg_send(l, in, n);
     }
+    c->pri.now = c->now;            /* the read these bytes came with */
     tt_leg_send(&c->pri, in, n);
 }
 
@@ -834,6 +843,10 @@ static void client_write(struct bufferevent *bev, void *arg)
     (void)bev;
 
     c->now = tt_now_mono();
+    if (c->queued_since != 0) {
+        tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->queued_since, c->now);
+        c->queued_since = 0;
+    }
     if (c->closing) {
         conn_free(c);
         return;

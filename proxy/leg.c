@@ -387,6 +387,8 @@ void tt_leg_send(struct tt_leg *l, struct evbuffer *in, size_t n)
         }
     }
     if (!l->shadow) {
+        if (l->queued_since == 0 && l->st != LEG_CONNECTING)
+            l->queued_since = l->now;       /* handed over in leg_write() */
         evbuffer_remove_buffer(in, dst, n);
         return;
     }
@@ -456,6 +458,7 @@ void tt_leg_close(struct tt_leg *l)
         evbuffer_free(l->replay);
         l->replay = NULL;
     }
+    l->queued_since = 0;
     if (l->timer)
         evtimer_del(l->timer);
 }
@@ -738,6 +741,10 @@ static void leg_write(struct bufferevent *bev, void *arg)
     struct tt_leg *l = arg;
 
     l->now = tt_now_mono();
+    if (l->queued_since != 0) {
+        tt_delay_observe(&l->w->delay, TT_DELAY_REQUEST, l->queued_since, l->now);
+        l->queued_since = 0;
+    }
     if (l->sent_all && l->req->ts[TT_TS_REQUEST_SENT] == 0 &&
         evbuffer_get_length(bufferevent_get_output(bev)) == 0)
         l->req->ts[TT_TS_REQUEST_SENT] = l->now;

@@ -61,6 +61,8 @@ struct tt_leg {
     struct tt_head          rsh;
     enum tt_leg_state       st;
     uint64_t                now;    /* stamp of the callback being handled */
+    uint64_t                queued_since;   /* primary: client read stamp of the oldest
+                                     * request bytes in the upstream output, 0 none */
     unsigned                seq;    /* the connection's request number */
 
     unsigned shadow:1;

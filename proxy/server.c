@@ -219,6 +219,7 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
     w->cfg = &srv->cfg;
     w->up = &srv->up;
     w->agg = agg;
+    tt_agg_add_delay(agg, &w->delay);
     w->base = event_base_new();
     if (w->base == NULL)
         return -1;

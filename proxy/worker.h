@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <pthread.h>
 
+#include "metrics/delay.h"
 #include "proxy/config.h"
 #include "proxy/target.h"
 #include "proxy/upstream.h"
@@ -38,7 +39,8 @@ struct tt_worker {
     struct evdns_base     *dns;        /* owned */
     struct evconnlistener *listener;   /* owned */
     pthread_t              thread;
-    struct tt_agg         *agg;        /* owned: this worker's aggregates */
+    struct tt_agg         *agg;        /* borrowed: the process's aggregates */
+    struct tt_delay        delay;      /* tokentap's own hand-off delay */
     unsigned               inflight;   /* requests in progress */
 
     /* client connections, for draining; owned */
