@@ -402,8 +402,8 @@ struct table {
     int         left[TMAXC];     /* left-aligned columns */
     /*
      * Fitting a narrow terminal: columns of prio 0 are keys, repeated in
-     * every part; the others fill the first part in ascending prio while
-     * it fits, the rest go to further parts (same rule), each part keeping
+     * every part; the others fill the first part in ascending prio until
+     * one does not fit, the rest go to further parts (same rule), each part keeping
      * the columns' own order.  A shrink column is cut (..) to fit instead.
      */
     int         prio[TMAXC];
@@ -638,6 +638,8 @@ static void table_box(FILE *out, const struct table *t)
                 sel[c] = 1;
                 used = outx.width;
                 any = 1;
+            } else {
+                break;          /* keep the stated order: the rest go on */
             }
         }
         if (!any && left > 0) {          /* not even one fits: take it, cut */
