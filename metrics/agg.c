@@ -19,6 +19,7 @@
 #include "metrics/clock.h"
 #include "metrics/hist.h"
 #include "metrics/record.h"
+#include "metrics/semconv.h"
 
 #ifndef TT_VERSION
 #define TT_VERSION "0.0.0"
@@ -125,6 +126,8 @@ struct tt_agg {
     int              slo_seen;
     _Atomic int64_t  inflight;
     struct tt_recorder *rec;
+    int                semconv_mode;   /* enum tt_semconv_mode */
+    struct tt_semconv *sc;             /* the gen_ai_* families (metrics/semconv.c) */
 };
 
 /* ---- labels ------------------------------------------------------------ */
@@ -189,6 +192,11 @@ static size_t escape_label(char *out, const char *in)
     }
 #undef EMIT
     return o;
+}
+
+size_t tt_prom_escape_label(char *out, const char *in)
+{
+    return escape_label(out, in);
 }
 
 static char *make_labels(const char *upstream, const char *api, const char *model)
@@ -343,7 +351,9 @@ struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts)
     for (unsigned i = 0; i < a->mslot_cap; i++)
         a->mslot[i] = -1;
     a->last = &a->first;
-    if (tab_grow(a) < 0)
+    a->semconv_mode = opts ? opts->semconv : TT_SEMCONV_BOTH;
+    a->sc = tt_semconv_new();
+    if (a->sc == NULL || tab_grow(a) < 0)
         goto fail;
     if (tt_wstats_init(&a->w, NWH, WC__COUNT, tt_now_mono()) < 0)
         goto fail;
@@ -351,6 +361,7 @@ struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts)
     return a;
 
 fail:
+    tt_semconv_free(a->sc);
     free(a->models);
     free(a->mslot);
     free(a->tab);
@@ -370,6 +381,7 @@ void tt_agg_free(struct tt_agg *a)
         s = n;
     }
     tt_wstats_free(&a->w);
+    tt_semconv_free(a->sc);
     free(a->tab);
     free(a->models);
     free(a->mslot);
@@ -448,9 +460,9 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
     }
 
     const char *model = r->model[0] ? r->model : r->s.model;
+    const char *mlabel = model_label(a, model);
     struct series *s = series_get(a, r->upstream_name ? r->upstream_name : "",
-                                  tt_api_name(r->api),
-                                  model_label(a, model));
+                                  tt_api_name(r->api), mlabel);
     if (s == NULL) {
         pthread_mutex_unlock(&a->mu);
         return -1;
@@ -484,8 +496,9 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
         for (uint32_t i = 0; i < ngaps; i++)
             fam_observe(a, s, TT_FAM_ICL, (double)tt_icl_ns(r, i) / 1e9);
     }
+    int rc = tt_semconv_observe(a->sc, s->upstream, mlabel, r, m, oc == TT_OUT_OK);
     pthread_mutex_unlock(&a->mu);
-    return 0;
+    return rc;
 }
 
 int tt_agg_observe(struct tt_agg *a, const struct tt_request *r,
@@ -517,6 +530,8 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
     if (dst->rec == NULL)
         dst->rec = src->rec;
 
+    if (tt_semconv_merge(dst->sc, src->sc) < 0)
+        rc = -1;
     for (struct series *s = src->first; s != NULL; s = s->order) {
         /* a model beyond src's cap is already __other__; dst re-applies its own */
         const char *ml = strcmp(s->model, OTHER_MODEL) == 0 ? OTHER_MODEL
@@ -553,6 +568,7 @@ static struct tt_agg *merged(struct tt_agg *const *aggs, unsigned n)
     struct tt_agg_opts o = { 0 };
     o.model_cap = aggs[0]->model_cap;
     o.version = aggs[0]->version;
+    o.semconv = aggs[0]->semconv_mode;
     for (int f = 0; f < TT_FAM__COUNT; f++) {
         o.buckets[f] = aggs[0]->bounds[f];
         o.nbuckets[f] = aggs[0]->nb[f];
@@ -588,6 +604,11 @@ static void fmt_double(char *buf, size_t len, double v)
     }
 }
 
+void tt_prom_fmt_double(char *buf, size_t len, double v)
+{
+    fmt_double(buf, len, v);
+}
+
 static void fmt_bound(char *buf, size_t len, double v)
 {
     snprintf(buf, len, "%.15g", v);
@@ -600,7 +621,20 @@ static void family_head(struct evbuffer *out, const char *name,
                         type);
 }
 
+static int expose_tokentap(struct tt_agg *a, struct evbuffer *out);
+
+/* --metrics-semconv: tokentap's families, OpenTelemetry's, or both */
 static int expose(struct tt_agg *a, struct evbuffer *out)
+{
+    int rc = 0;
+    if (a->semconv_mode != TT_SEMCONV_OTEL)
+        rc = expose_tokentap(a, out);
+    if (a->semconv_mode != TT_SEMCONV_TOKENTAP)
+        tt_semconv_expose(a->sc, out);
+    return rc;
+}
+
+static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
 {
     char num[64];
 
