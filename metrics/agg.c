@@ -351,7 +351,7 @@ struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts)
     for (unsigned i = 0; i < a->mslot_cap; i++)
         a->mslot[i] = -1;
     a->last = &a->first;
-    a->semconv_mode = opts ? opts->semconv : TT_SEMCONV_BOTH;
+    a->semconv_mode = opts ? opts->semconv : TT_SEMCONV_TOKENTAP;
     a->sc = tt_semconv_new();
     if (a->sc == NULL || tab_grow(a) < 0)
         goto fail;

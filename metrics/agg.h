@@ -65,7 +65,7 @@ struct tt_agg_opts {
     const double *buckets[TT_FAM__COUNT];
     unsigned      nbuckets[TT_FAM__COUNT];
     const char   *version;                      /* NULL = TT_VERSION */
-    int           semconv;                      /* enum tt_semconv_mode, 0 = both */
+    int           semconv;                      /* enum tt_semconv_mode, 0 = tokentap */
 };
 
 struct tt_agg;

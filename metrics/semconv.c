@@ -20,7 +20,7 @@
 #include "metrics/agg.h"
 #include "metrics/clock.h"
 
-const char *const tt_semconv_names[] = { "both", "tokentap", "otel", NULL };
+const char *const tt_semconv_names[] = { "tokentap", "both", "otel", NULL };
 
 enum { H_TTFT, H_TPOT, H_DUR, H_TTFC, H_TPOC, H_TOK_IN, H_TOK_OUT, H__COUNT };
 

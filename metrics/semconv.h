@@ -27,11 +27,11 @@ struct evbuffer;
 
 /* --metrics-semconv: which families /metrics carries (index into names) */
 enum tt_semconv_mode {
-    TT_SEMCONV_BOTH = 0,        /* tokentap's and OpenTelemetry's (default) */
-    TT_SEMCONV_TOKENTAP,        /* tokentap_* only */
+    TT_SEMCONV_TOKENTAP = 0,    /* tokentap_* only (default) */
+    TT_SEMCONV_BOTH,            /* tokentap's and OpenTelemetry's */
     TT_SEMCONV_OTEL,            /* gen_ai_* only */
 };
-/* "both", "tokentap", "otel", NULL: the config option's values */
+/* "tokentap", "both", "otel", NULL: the config option's values */
 extern const char *const tt_semconv_names[];
 
 struct tt_semconv;

@@ -147,9 +147,9 @@ static const struct opt opts[] = {
     { "model_label_cap", S_ADMIN, T_UINT, F(model_label_cap), "32", "N",
       1, 10000, NULL, NULL,
       "distinct model labels, then __other__" },
-    { "metrics_semconv", S_ADMIN, T_ENUM, F(metrics_semconv), "both", "SET", 0, 0,
+    { "metrics_semconv", S_ADMIN, T_ENUM, F(metrics_semconv), "tokentap", "SET", 0, 0,
       tt_semconv_names, NULL,
-      "/metrics families: both, tokentap (tokentap_*), otel (gen_ai_*)" },
+      "/metrics families: tokentap (tokentap_*), both, otel (OpenTelemetry gen_ai_*)" },
     /* [record] */
     { "record", S_RECORD, T_STR, F(record), "", "FILE", 0, 0, NULL, NULL,
       "JSONL records file, - = stdout, empty = off" },
