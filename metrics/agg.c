@@ -496,7 +496,8 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
         for (uint32_t i = 0; i < ngaps; i++)
             fam_observe(a, s, TT_FAM_ICL, (double)tt_icl_ns(r, i) / 1e9);
     }
-    int rc = tt_semconv_observe(a->sc, s->upstream, mlabel, r, m, oc == TT_OUT_OK);
+    int rc = a->semconv_mode == TT_SEMCONV_TOKENTAP ? 0
+             : tt_semconv_observe(a->sc, s->upstream, mlabel, r, m, oc == TT_OUT_OK);
     pthread_mutex_unlock(&a->mu);
     return rc;
 }
