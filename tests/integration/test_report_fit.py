@@ -241,3 +241,20 @@ def test_report_export_matches_aiperf_schema_sample(t):
     t.eq(j["runtime_submission_invalid_reasons"], [], "no invalid reasons")
     for k in ("start_time", "end_time"):
         t.check(j[k].endswith("Z") and j[k][:4] == "2026", f"{k} in UTC")
+
+
+def test_report_plot_attainment_uses_the_slices(t):
+    """--plot with --slice-duration: the attainment panel draws one point
+    per non-empty slice of the table (00:00:00 and 00:00:20: 3/5 and 2/2)"""
+    path = write(t, "d.jsonl", day(t))
+    svg = os.path.join(t.tmp, "p.svg")
+    report(t, path, "--slice-duration", "10s", "--plot", svg)
+    with open(svg) as f:
+        s = f.read()
+    t.check("slice width 10 s" in s, "panel names the slice width")
+    i = s.index("SLO attainment over time")
+    lines = [ln for ln in s[i:].splitlines() if ln.startswith("<polyline")]
+    pts = lines[0].split('points="')[1].split('"')[0].split()
+    t.eq(len(pts), 2, f"one point per non-empty slice: {pts}")
+    ys = [float(p.split(",")[1]) for p in pts]
+    t.check(ys[0] > ys[1], f"3/5 plots lower than 2/2: {ys}")
