@@ -511,6 +511,12 @@ int tt_agg_observe(struct tt_agg *a, const struct tt_request *r,
 
 /* ---- merge --------------------------------------------------------------- */
 
+/* the model label <dst> gives a model label of another aggregator */
+static const char *merge_model(void *dst, const char *mlabel)
+{
+    return strcmp(mlabel, OTHER_MODEL) == 0 ? OTHER_MODEL : model_label(dst, mlabel);
+}
+
 int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
 {
     int rc = 0;
@@ -531,8 +537,6 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
     if (dst->rec == NULL)
         dst->rec = src->rec;
 
-    if (tt_semconv_merge(dst->sc, src->sc) < 0)
-        rc = -1;
     for (struct series *s = src->first; s != NULL; s = s->order) {
         /* a model beyond src's cap is already __other__; dst re-applies its own */
         const char *ml = strcmp(s->model, OTHER_MODEL) == 0 ? OTHER_MODEL
@@ -558,6 +562,9 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
             d->h[f].count += s->h[f].count;
         }
     }
+    /* after the series: dst's model labels are settled, the gen_ai ones follow */
+    if (rc == 0 && tt_semconv_merge(dst->sc, src->sc, merge_model, dst) < 0)
+        rc = -1;
     pthread_mutex_unlock(&dst->mu);
     pthread_mutex_unlock(&src->mu);
     return rc;

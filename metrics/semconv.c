@@ -232,10 +232,12 @@ int tt_semconv_observe(struct tt_semconv *sc, const char *upstream,
     return 0;
 }
 
-int tt_semconv_merge(struct tt_semconv *dst, const struct tt_semconv *src)
+int tt_semconv_merge(struct tt_semconv *dst, const struct tt_semconv *src,
+                     const char *(*relabel)(void *ctx, const char *mlabel), void *ctx)
 {
     for (const struct series *s = src->first; s != NULL; s = s->order) {
-        struct series *d = series_get(dst, s->upstream, s->op, s->prov, s->model);
+        struct series *d = series_get(dst, s->upstream, s->op, s->prov,
+                                      relabel ? relabel(ctx, s->model) : s->model);
         if (d == NULL)
             return -1;
         for (int f = 0; f < H__COUNT; f++) {

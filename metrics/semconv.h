@@ -48,8 +48,13 @@ int tt_semconv_observe(struct tt_semconv *sc, const char *upstream,
                        const char *mlabel, const struct tt_request *r,
                        const struct tt_metric_values *m, int ok);
 
-/* add <src> into <dst>; 0 or -1 */
-int tt_semconv_merge(struct tt_semconv *dst, const struct tt_semconv *src);
+/*
+ * Add <src> into <dst>; <relabel> (may be NULL) maps a model label of
+ * <src> to <dst>'s (the destination aggregator re-applies its model cap).
+ * 0 or -1.
+ */
+int tt_semconv_merge(struct tt_semconv *dst, const struct tt_semconv *src,
+                     const char *(*relabel)(void *ctx, const char *mlabel), void *ctx);
 
 /* the gen_ai_* families in Prometheus text format 0.0.4 */
 void tt_semconv_expose(const struct tt_semconv *sc, struct evbuffer *out);

@@ -140,3 +140,27 @@ def test_metrics_semconv_switch(t):
                         "--metrics-semconv", "opentelemetry"], capture_output=True, timeout=30)
     t.eq(p.returncode, 2, "bad --metrics-semconv exits 2")
     t.check(b"metrics-semconv" in p.stderr, "names the flag: " + p.stderr.decode()[-300:])
+
+
+def test_otel_genai_merged_across_workers(t):
+    """--workers 2: the scrape merges both workers' gen_ai families; the
+    model cap holds on the merged view (each worker admits its own first
+    models) and the counts still equal tokentap's own families"""
+    sim = t.sim()
+    px = t.proxy(sim.url, admin="auto", extra=["--workers", "2", "--model-label-cap", "2",
+                                               "--metrics-semconv", "both"])
+    for k in range(24):                 # a new connection each: both workers see some
+        r = px.post("/v1/chat/completions", chat_body({"tokens": 3}, model=f"m{k % 6}"))
+        t.eq(r.status, 200, "status")
+    px.records(24)
+    text = scrape(t, px)
+    promtool_check(t, text, "a merged scrape")
+    got = {lb["gen_ai_request_model"]
+           for lb, _ in samples(text, "gen_ai_server_request_duration_seconds_count")}
+    want = {lb["model"] for lb, _ in samples(text, "tokentap_request_latency_seconds_count")}
+    t.eq(got, want, "gen_ai_request_model values = tokentap's model values")
+    t.check(len(got) <= 3 and "__other__" in got, f"cap 2 + __other__: {got}")
+    for m in got:
+        t.eq(total(text, "gen_ai_server_request_duration_seconds_count", gen_ai_request_model=m),
+             total(text, "tokentap_request_latency_seconds_count", model=m), f"count of {m}")
+    t.eq(total(text, "gen_ai_server_request_duration_seconds_count"), 24, "all 24")
