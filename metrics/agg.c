@@ -21,6 +21,7 @@
 #include "metrics/hist.h"
 #include "metrics/pairs.h"
 #include "metrics/record.h"
+#include "metrics/semconv.h"
 
 #ifndef TT_VERSION
 #define TT_VERSION "0.0.0"
@@ -134,6 +135,8 @@ struct tt_agg {
     int              slo_seen;
     _Atomic int64_t  inflight;
     struct tt_recorder *rec;
+    int                semconv_mode;   /* enum tt_semconv_mode */
+    struct tt_semconv *sc;             /* the gen_ai_* families (metrics/semconv.c) */
 };
 
 /* ---- labels ------------------------------------------------------------ */
@@ -198,6 +201,11 @@ static size_t escape_label(char *out, const char *in)
     }
 #undef EMIT
     return o;
+}
+
+size_t tt_prom_escape_label(char *out, const char *in)
+{
+    return escape_label(out, in);
 }
 
 static char *make_labels(const char *upstream, const char *api, const char *model)
@@ -352,7 +360,9 @@ struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts)
     for (unsigned i = 0; i < a->mslot_cap; i++)
         a->mslot[i] = -1;
     a->last = &a->first;
-    if (tab_grow(a) < 0)
+    a->semconv_mode = opts ? opts->semconv : TT_SEMCONV_TOKENTAP;
+    a->sc = tt_semconv_new();
+    if (a->sc == NULL || tab_grow(a) < 0)
         goto fail;
     if (tt_wstats_init(&a->w[0], NWH, WC__COUNT, tt_now_mono()) < 0)
         goto fail;
@@ -362,6 +372,7 @@ struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts)
     return a;
 
 fail:
+    tt_semconv_free(a->sc);
     free(a->models);
     free(a->mslot);
     free(a->tab);
@@ -382,6 +393,7 @@ void tt_agg_free(struct tt_agg *a)
     }
     for (unsigned i = 0; i < a->nup; i++)
         tt_wstats_free(&a->w[i]);
+    tt_semconv_free(a->sc);
     free(a->tab);
     free(a->models);
     free(a->mslot);
@@ -506,9 +518,9 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
     }
 
     const char *model = r->model[0] ? r->model : r->s.model;
+    const char *mlabel = model_label(a, model);
     struct series *s = series_get(a, r->upstream_name ? r->upstream_name : "",
-                                  tt_api_name(r->api),
-                                  model_label(a, model));
+                                  tt_api_name(r->api), mlabel);
     if (s == NULL) {
         pthread_mutex_unlock(&a->mu);
         return -1;
@@ -542,8 +554,10 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
         for (uint32_t i = 0; i < ngaps; i++)
             fam_observe(a, s, TT_FAM_ICL, (double)tt_icl_ns(r, i) / 1e9);
     }
+    int rc = a->semconv_mode == TT_SEMCONV_TOKENTAP ? 0
+             : tt_semconv_observe(a->sc, s->upstream, mlabel, r, m, oc == TT_OUT_OK);
     pthread_mutex_unlock(&a->mu);
-    return 0;
+    return rc;
 }
 
 int tt_agg_observe(struct tt_agg *a, const struct tt_request *r,
@@ -554,6 +568,12 @@ int tt_agg_observe(struct tt_agg *a, const struct tt_request *r,
 }
 
 /* ---- merge --------------------------------------------------------------- */
+
+/* the model label <dst> gives a model label of another aggregator */
+static const char *merge_model(void *dst, const char *mlabel)
+{
+    return strcmp(mlabel, OTHER_MODEL) == 0 ? OTHER_MODEL : model_label(dst, mlabel);
+}
 
 int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
 {
@@ -611,6 +631,9 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
             d->h[f].count += s->h[f].count;
         }
     }
+    /* after the series: dst's model labels are settled, the gen_ai ones follow */
+    if (rc == 0 && tt_semconv_merge(dst->sc, src->sc, merge_model, dst) < 0)
+        rc = -1;
     pthread_mutex_unlock(&dst->mu);
     pthread_mutex_unlock(&src->mu);
     return rc;
@@ -622,6 +645,7 @@ static struct tt_agg *merged(struct tt_agg *const *aggs, unsigned n)
     struct tt_agg_opts o = { 0 };
     o.model_cap = aggs[0]->model_cap;
     o.version = aggs[0]->version;
+    o.semconv = aggs[0]->semconv_mode;
     for (int f = 0; f < TT_FAM__COUNT; f++) {
         o.buckets[f] = aggs[0]->bounds[f];
         o.nbuckets[f] = aggs[0]->nb[f];
@@ -657,6 +681,11 @@ static void fmt_double(char *buf, size_t len, double v)
     }
 }
 
+void tt_prom_fmt_double(char *buf, size_t len, double v)
+{
+    fmt_double(buf, len, v);
+}
+
 static void fmt_bound(char *buf, size_t len, double v)
 {
     snprintf(buf, len, "%.15g", v);
@@ -669,7 +698,20 @@ static void family_head(struct evbuffer *out, const char *name,
                         type);
 }
 
+static int expose_tokentap(struct tt_agg *a, struct evbuffer *out);
+
+/* --metrics-semconv: tokentap's families, OpenTelemetry's, or both */
 static int expose(struct tt_agg *a, struct evbuffer *out)
+{
+    int rc = 0;
+    if (a->semconv_mode != TT_SEMCONV_OTEL)
+        rc = expose_tokentap(a, out);
+    if (a->semconv_mode != TT_SEMCONV_TOKENTAP)
+        tt_semconv_expose(a->sc, out);
+    return rc;
+}
+
+static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
 {
     char num[64];
 

@@ -33,6 +33,7 @@
 #ifndef TT_AGG_H
 #define TT_AGG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "metrics/metric.h"
@@ -71,6 +72,7 @@ struct tt_agg_opts {
     const double *buckets[TT_FAM__COUNT];
     unsigned      nbuckets[TT_FAM__COUNT];
     const char   *version;                      /* NULL = TT_VERSION */
+    int           semconv;                      /* enum tt_semconv_mode, 0 = tokentap */
 };
 
 struct tt_agg;
@@ -113,6 +115,10 @@ void tt_agg_inflight(struct tt_agg *a, int delta);
 
 /* add everything of <src> into <dst> (same options); 0 or -1 */
 int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src);
+
+/* label-value escaping and sample formatting of the exposition (metrics/semconv.c) */
+size_t tt_prom_escape_label(char *out, const char *in);   /* NULL out: length */
+void   tt_prom_fmt_double(char *buf, size_t len, double v);
 
 /* Prometheus text format 0.0.4 of one aggregator; 0 or -1 */
 int tt_agg_prometheus(struct tt_agg *a, struct evbuffer *out);

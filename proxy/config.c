@@ -29,6 +29,7 @@
 #include <strings.h>
 
 #include "metrics/request.h"
+#include "metrics/semconv.h"
 #include "metrics/slo.h"
 #include "proxy/config.h"
 #include "proxy/stream.h"
@@ -154,6 +155,9 @@ static const struct opt opts[] = {
     { "model_label_cap", S_ADMIN, T_UINT, F(model_label_cap), "32", "N",
       1, 10000, NULL, NULL,
       "distinct model labels, then __other__" },
+    { "metrics_semconv", S_ADMIN, T_ENUM, F(metrics_semconv), "tokentap", "SET", 0, 0,
+      tt_semconv_names, NULL,
+      "/metrics families: tokentap (tokentap_*), both, otel (OpenTelemetry gen_ai_*)" },
     /* [record] */
     { "record", S_RECORD, T_STR, F(record), "", "FILE", 0, 0, NULL, NULL,
       "JSONL records file, - = stdout, empty = off" },

@@ -75,6 +75,7 @@ struct tt_config {
     /* [admin] */
     char     admin[256];            /* "127.0.0.1:9464" or "off" */
     unsigned model_label_cap;       /* 32 */
+    int      metrics_semconv;       /* enum tt_semconv_mode, "tokentap" */
     /* [record] */
     char     record[TT_PATH_MAX];   /* "" none, "-" stdout */
     unsigned record_queue;          /* records queued for the writer: 4096 */

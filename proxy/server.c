@@ -341,6 +341,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
     }
     memset(&aopts, 0, sizeof(aopts));
     aopts.model_cap = cfg->model_label_cap;
+    aopts.semconv = cfg->metrics_semconv;
     agg = tt_agg_new(&aopts);
     if (agg == NULL) {
         tt_log_error("cannot create the aggregator");
