@@ -54,6 +54,10 @@ static const char *const header_of[NMETRIC] = {
     [TT_M_OUTPUT_TOKENS]     = "Output Token Count",
     [TT_M_REASONING_TOKENS]  = "Reasoning Token Count",
     [TT_M_REASONING_LATENCY] = "Reasoning Latency",
+    [TT_M_CACHED_INPUT]      = "Cached Input Tokens",
+    [TT_M_SERVER_PREFILL]    = "Server Prefill",
+    [TT_M_SERVER_QUEUE]      = "Server Queue",
+    [TT_M_TTFT_OUTSIDE]      = "TTFT Outside Server",
     [ICL]                    = "Inter Chunk Latency",
 };
 
@@ -62,6 +66,7 @@ static const int order[NMETRIC] = {
     TT_M_TTFT, TT_M_TTST, TT_M_TTFO, TT_M_REQUEST_LATENCY, TT_M_ITL, ICL,
     TT_M_OTPS_USER, TT_M_ISL, TT_M_OSL, TT_M_OUTPUT_TOKENS,
     TT_M_REASONING_TOKENS, TT_M_REASONING_LATENCY,
+    TT_M_CACHED_INPUT, TT_M_SERVER_QUEUE, TT_M_SERVER_PREFILL, TT_M_TTFT_OUTSIDE,
 };
 
 static const char *tag_of(int m)

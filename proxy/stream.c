@@ -392,8 +392,11 @@ void tt_stream_end(struct tt_stream *st, int complete, uint64_t now)
         int code = st->err_code;
         if (code == 0)
             code = r->status >= 400 ? r->status : 500;
-        /* the upstream's own error type when it gave one (it lives in r) */
+        /* the upstream's own error type when it gave one (it lives in r);
+         * a bare number is a code, not a type */
         tt_request_set_error(r, code,
+                             s->error_type[strspn(s->error_type, "0123456789")] ?
+                             s->error_type :
                              tt_dec_streaming(st) ? "stream_error" : "upstream_error",
                              s->error_message[0] ? s->error_message :
                              s->error_type[0] ? s->error_type :
