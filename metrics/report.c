@@ -427,7 +427,7 @@ static void compute_scalars(const struct tt_rset *s, struct scalars *c)
     memset(c, 0, sizeof(*c));
     c->records = s->records;
     c->valid = s->valid;
-    c->errors = s->errors;
+    c->errors = s->errors + s->cancelled;   /* AIPerf counts cancellations as errors */
     c->good = s->good;
     c->judged = s->judged;
     c->dur = tt_rset_duration_s(s);
@@ -564,9 +564,10 @@ static int print_warnings(FILE *out, const struct tt_rset *s, const char *pfx,
 
 static void print_header(FILE *out, const struct tt_rset *s, const char *files)
 {
-    fprintf(out, "%s: %llu records (%llu ok, %llu errors) from %s; %llu lines, %llu malformed, %llu filtered out\n",
+    fprintf(out, "%s: %llu records (%llu ok, %llu errors, %llu cancelled) from %s; %llu lines, %llu malformed, %llu filtered out\n",
             s->label, (unsigned long long)s->records, (unsigned long long)s->valid,
-            (unsigned long long)s->errors, files, (unsigned long long)s->lines,
+            (unsigned long long)s->errors, (unsigned long long)s->cancelled, files,
+            (unsigned long long)s->lines,
             (unsigned long long)s->malformed, (unsigned long long)s->filtered);
 }
 
@@ -652,6 +653,9 @@ static void print_scalars(FILE *out, const struct scalars *c)
 
 static void print_errors(FILE *out, const struct tt_rset *s)
 {
+    if (s->cancelled > 0)
+        fprintf(out, "Cancelled: %llu (the client closed the connection before the end; not errors)\n",
+                (unsigned long long)s->cancelled);
     if (s->errors == 0) {
         fprintf(out, "Errors: none\n");
         return;

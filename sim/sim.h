@@ -129,6 +129,7 @@ struct sim_opts {
     int gap_ms;
     int tokens_per_event;
     int prompt_tokens;
+    int cached_tokens;            /* of prompt_tokens, reported as cached */
     int usage;                    /* -1 = dialect default */
     int role_chunk;
     enum sim_rfield rfield;
