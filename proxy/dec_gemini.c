@@ -53,16 +53,9 @@ static void extract_gemini_one(struct tt_stream *st, const cJSON *root)
 
 static void gemini_event(struct tt_stream *st, const cJSON *root, const char *evname)
 {
-    const cJSON *c;
-
     (void)evname;
-    if (!cJSON_IsArray(root)) {
-        extract_gemini_one(st, root);
-        return;
-    }
     /* streamGenerateContent without alt=sse: one JSON array of chunks */
-    cJSON_ArrayForEach(c, root)
-        extract_gemini_one(st, c);
+    tt_dec_each(st, root, extract_gemini_one);
 }
 
 const struct tt_decoder tt_dec_gemini = {

@@ -51,15 +51,8 @@ static void llamacpp_one(struct tt_stream *st, const cJSON *root)
 static void llamacpp_event(struct tt_stream *st, const cJSON *root,
                            const char *evname)
 {
-    const cJSON *c;
-
     (void)evname;
-    if (!cJSON_IsArray(root)) {
-        llamacpp_one(st, root);
-        return;
-    }
-    cJSON_ArrayForEach(c, root)
-        llamacpp_one(st, c);
+    tt_dec_each(st, root, llamacpp_one);
 }
 
 const struct tt_decoder tt_dec_llamacpp = {

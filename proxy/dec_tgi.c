@@ -31,15 +31,8 @@ static void extract_tgi_one(struct tt_stream *st, const cJSON *root)
 
 static void tgi_event(struct tt_stream *st, const cJSON *root, const char *evname)
 {
-    const cJSON *c;
-
     (void)evname;
-    if (!cJSON_IsArray(root)) {
-        extract_tgi_one(st, root);
-        return;
-    }
-    cJSON_ArrayForEach(c, root)
-        extract_tgi_one(st, c);
+    tt_dec_each(st, root, extract_tgi_one);
 }
 
 const struct tt_decoder tt_dec_tgi = {

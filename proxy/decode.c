@@ -115,6 +115,32 @@ void tt_dec_error(struct tt_stream *st, const cJSON *err, const cJSON *parent)
         copy_str(s->error_message, sizeof(s->error_message), msg);
 }
 
+void tt_dec_error_text(struct tt_stream *st, const char *text, size_t len)
+{
+    struct tt_stream_stats *s = &st->r->s;
+
+    if (s->error)
+        return;
+    s->error = 1;
+    if (len >= sizeof(s->error_message))
+        len = sizeof(s->error_message) - 1;
+    memcpy(s->error_message, text, len);
+    s->error_message[len] = '\0';
+}
+
+void tt_dec_each(struct tt_stream *st, const cJSON *root,
+                 void (*one)(struct tt_stream *st, const cJSON *x))
+{
+    const cJSON *c;
+
+    if (!cJSON_IsArray(root)) {
+        one(st, root);
+        return;
+    }
+    cJSON_ArrayForEach(c, root)
+        one(st, c);
+}
+
 void tt_dec_generic_error(struct tt_stream *st, const cJSON *root)
 {
     const cJSON *e = tt_jget(root, "error");

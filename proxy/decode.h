@@ -116,6 +116,8 @@ void tt_dec_choice(struct tt_stream *st, int64_t index);     /* a choice index s
 
 /* an error object (or string) <err>, held by <parent>; the first wins */
 void tt_dec_error(struct tt_stream *st, const cJSON *err, const cJSON *parent);
+/* an error whose text is all there is (an "error" event with plain data) */
+void tt_dec_error_text(struct tt_stream *st, const char *text, size_t len);
 /* <root>.error when it is set */
 void tt_dec_generic_error(struct tt_stream *st, const cJSON *root);
 
@@ -137,6 +139,11 @@ void tt_dec_openai_usage(struct tt_stream *st, const cJSON *u, int part);
  * is one per-choice report (counts merged as tt_dec_usage_part does, times
  * the longest), 0 when it replaces what was seen */
 void tt_dec_llamacpp_timings(struct tt_stream *st, const cJSON *t, int part);
+
+/* <one>(st, x) for <root>, or for each element when <root> is an array
+ * (bodies of several results, Gemini's array of chunks) */
+void tt_dec_each(struct tt_stream *st, const cJSON *root,
+                 void (*one)(struct tt_stream *st, const cJSON *x));
 
 /* does <root> look like a llama.cpp native completion event/body? */
 int tt_dec_llamacpp_like(const cJSON *root);

@@ -94,15 +94,6 @@ static int is_ws(char c)
     return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-static void copy_str(char *dst, size_t cap, const char *src)
-{
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 /* ------------------------------------------------------------------ */
 /* API detection                                                       */
 
@@ -196,15 +187,8 @@ static void on_event(struct tt_stream *st, const char *name, const char *data,
     root = tt_json_parse(data, len);
     if (root == NULL) {
         r->s.parse_errors++;
-        if (is_error_event && !r->s.error) {
-            /* an error event whose data is plain text */
-            char msg[sizeof(r->s.error_message)];
-            size_t n = len < sizeof(msg) - 1 ? len : sizeof(msg) - 1;
-            memcpy(msg, data, n);
-            msg[n] = '\0';
-            r->s.error = 1;
-            copy_str(r->s.error_message, sizeof(r->s.error_message), msg);
-        }
+        if (is_error_event)
+            tt_dec_error_text(st, data, len);   /* plain-text error data */
         return;
     }
     tt_think_begin(&st->th, st->now);

@@ -488,21 +488,29 @@ static void test_fixtures_truncated(void **state)
 /* ------------------------------------------------------------------ */
 /* synthetic streams                                                   */
 
-/* feed <parts> one per read, read i at time 100 * (i + 1) */
-static void feed_parts(struct tt_request *r, enum tt_api api, const char *ct,
-                       enum tt_think_mode think, const char *const *parts,
-                       int complete)
+/* feed <parts> one per read, read i at time 100 * (i + 1), into a request
+ * already initialised (feed_parts() initialises it) */
+static void feed_parts_into(struct tt_request *r, enum tt_api api, const char *ct,
+                            enum tt_think_mode think, const char *const *parts,
+                            int complete)
 {
     struct tt_stream *st;
     int i;
 
-    tt_request_init(r);
     st = tt_stream_new(r, api, ct, think);
     assert_non_null(st);
     for (i = 0; parts[i] != NULL; i++)
         tt_stream_feed(st, parts[i], strlen(parts[i]), 100u * (unsigned)(i + 1));
     tt_stream_end(st, complete, 9999);
     tt_stream_free(st);
+}
+
+static void feed_parts(struct tt_request *r, enum tt_api api, const char *ct,
+                       enum tt_think_mode think, const char *const *parts,
+                       int complete)
+{
+    tt_request_init(r);
+    feed_parts_into(r, api, ct, think, parts, complete);
 }
 
 #define CHUNK(text) "data: {\"choices\":[{\"delta\":{\"content\":\"" text "\"}}]}\n\n"
@@ -1117,18 +1125,12 @@ static void test_usage_parts(void **state)
         "data: [DONE]\n\n", NULL,
     };
     struct tt_request r;
-    struct tt_stream *st;
-    int i;
 
     (void)state;
     /* two prompts (the inspector says so): inputs add up */
     tt_request_init(&r);
     r.prompts = 2;
-    st = tt_stream_new(&r, TT_API_OPENAI_COMPLETIONS, SSE, TT_THINK_AUTO);
-    for (i = 0; two[i] != NULL; i++)
-        tt_stream_feed(st, two[i], strlen(two[i]), 100u * (unsigned)(i + 1));
-    tt_stream_end(st, 1, 9999);
-    tt_stream_free(st);
+    feed_parts_into(&r, TT_API_OPENAI_COMPLETIONS, SSE, TT_THINK_AUTO, two, 1);
     assert_int_equal(r.s.usage_input, 12);
     assert_int_equal(r.s.usage_output, 7);
     assert_int_equal(r.s.choices, 2);
