@@ -412,6 +412,10 @@ char *tt_record_format(const struct tt_request *r,
         }
         jw_raw(&w, "}", 1);
     }
+    if (r->usage_injected) {
+        jw_key(&w, "usage_injected", &f);
+        jw_lit(&w, "true");
+    }
     if (s->choices > 1) {
         jw_key(&w, "choices", &f);
         jw_u64(&w, s->choices);

@@ -127,6 +127,7 @@ struct tt_request {
     unsigned upstream_reused:1;
     unsigned cancelled:1;       /* client went away before the end */
     unsigned upgraded:1;        /* Upgrade tunnel */
+    unsigned usage_injected:1;  /* --inject-usage rewrote the request (proxy/inject.c) */
     const char *upstream_name;  /* "primary"; borrowed, static */
 
     uint64_t bytes_in;          /* request body bytes */
