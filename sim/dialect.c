@@ -146,6 +146,24 @@ static void add_owned_string(cJSON *o, const char *key, char *s)
 
 static const char *const mid_error = "simulated mid-stream error";
 
+/* llama.cpp's "timings" object for the schedule: prompt_ms = ttft_ms (the
+ * simulator's "prefill"), predicted_ms = gap_ms per token after the first,
+ * cache_n = cached_tokens of prompt_tokens */
+static void lc_timings(const struct sim_gen *g, cJSON *o)
+{
+    int n = g->r_done + g->a_done, cached = g->o->cached_tokens;
+    cJSON *t;
+
+    if (cached > g->o->prompt_tokens)
+        cached = g->o->prompt_tokens;
+    t = cJSON_AddObjectToObject(o, "timings");
+    cJSON_AddNumberToObject(t, "cache_n", cached);
+    cJSON_AddNumberToObject(t, "prompt_n", g->o->prompt_tokens - cached);
+    cJSON_AddNumberToObject(t, "prompt_ms", g->o->ttft_ms);
+    cJSON_AddNumberToObject(t, "predicted_n", n);
+    cJSON_AddNumberToObject(t, "predicted_ms", (double)g->o->gap_ms * (n > 1 ? n - 1 : 0));
+}
+
 /* ---- openai.chat and openai.completions -------------------------------------- */
 
 static cJSON *oa_usage(const struct sim_gen *g)
@@ -242,6 +260,8 @@ static void chat_usage(struct sim_gen *g)
 {
     cJSON *o = oa_chunk(g, "chat.completion.chunk", "chatcmpl-", NULL);
     cJSON_AddItemToObject(o, "usage", oa_usage(g));
+    if (g->o->timings)
+        lc_timings(g, o);
     put(g, FR_SSE, NULL, o);
 }
 
@@ -307,6 +327,8 @@ static void cmpl_usage(struct sim_gen *g)
 {
     cJSON *o = oa_chunk(g, "text_completion", "cmpl-", NULL);
     cJSON_AddItemToObject(o, "usage", oa_usage(g));
+    if (g->o->timings)
+        lc_timings(g, o);
     put(g, FR_SSE, NULL, o);
 }
 
@@ -994,8 +1016,7 @@ static cJSON *tgi_whole(struct sim_gen *g)
  * "tokens_predicted":n,"tokens_evaluated":p} per token event, then one
  * stop:true summary with stop_type and timings; no [DONE].  Reasoning is
  * inline (<think> tags).  The timings report the schedule: prompt_ms =
- * ttft_ms (the simulator's "prefill"), predicted_ms = gap_ms per token after
- * the first, cache_n = cached_tokens of prompt_tokens.
+ * ttft_ms (see lc_timings()).
  */
 static cJSON *lc_event(const struct sim_gen *g, const char *content, int stop)
 {
@@ -1015,19 +1036,9 @@ static cJSON *lc_event(const struct sim_gen *g, const char *content, int stop)
 
 static void lc_summary(const struct sim_gen *g, cJSON *o)
 {
-    int n = g->r_done + g->a_done, cached = g->o->cached_tokens;
-    cJSON *t;
-
-    if (cached > g->o->prompt_tokens)
-        cached = g->o->prompt_tokens;
     cJSON_AddStringToObject(o, "stop_type", "eos");
-    cJSON_AddNumberToObject(o, "tokens_cached", g->o->prompt_tokens + n);
-    t = cJSON_AddObjectToObject(o, "timings");
-    cJSON_AddNumberToObject(t, "cache_n", cached);
-    cJSON_AddNumberToObject(t, "prompt_n", g->o->prompt_tokens - cached);
-    cJSON_AddNumberToObject(t, "prompt_ms", g->o->ttft_ms);
-    cJSON_AddNumberToObject(t, "predicted_n", n);
-    cJSON_AddNumberToObject(t, "predicted_ms", (double)g->o->gap_ms * (n > 1 ? n - 1 : 0));
+    cJSON_AddNumberToObject(o, "tokens_cached", g->o->prompt_tokens + g->r_done + g->a_done);
+    lc_timings(g, o);
 }
 
 static void lc_token(struct sim_gen *g, int reasoning, const char *text,

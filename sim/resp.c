@@ -65,6 +65,7 @@ static const struct opt_desc {
     { "tokens_per_event", OPT_INT,  offsetof(struct sim_opts, tokens_per_event), 1, 1000000 },
     { "prompt_tokens",    OPT_INT,  offsetof(struct sim_opts, prompt_tokens), 0, 100000000 },
     { "cached_tokens",    OPT_INT,  offsetof(struct sim_opts, cached_tokens), 0, 100000000 },
+    { "timings",          OPT_BOOL, offsetof(struct sim_opts, timings), 0, 1 },
     { "usage",            OPT_BOOL, offsetof(struct sim_opts, usage), 0, 1 },
     { "role_chunk",       OPT_BOOL, offsetof(struct sim_opts, role_chunk), 0, 1 },
     { "status",           OPT_INT,  offsetof(struct sim_opts, status), 100, 599 },

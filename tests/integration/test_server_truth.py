@@ -63,6 +63,43 @@ def test_llamacpp_native_stream_is_success_on_every_route(t):
         t.check("server_queue_ms" not in rec["metrics"], f"{path}: llama.cpp reports no queue")
 
 
+def test_decomposition_openai_chat_and_ollama(t):
+    """llama.cpp's /v1/chat/completions (usage chunk with timings and
+    cached_tokens) and Ollama (prompt_eval_duration, load_duration as the
+    queue): TTFT = server queue + server prefill + outside, per request"""
+    sim = t.sim()
+    px = t.proxy(sim.url)
+    r = px.post("/v1/chat/completions",
+                harness.chat_body({"tokens": 6, "ttft_ms": 35, "gap_ms": 2, "prompt_tokens": 42,
+                                   "cached_tokens": 12, "timings": True},
+                                  stream_options={"include_usage": True}))
+    t.eq(r.status, 200, "chat status")
+    r = px.post("/api/chat", {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                              "sim": {"tokens": 4, "ttft_ms": 30, "gap_ms": 2}})
+    t.eq(r.status, 200, "ollama status")
+    chat, oll = px.records(2)
+    t.eq(chat["error"], None, "chat error")
+    t.eq(chat["metadata"]["usage"], {"input_tokens": 42, "output_tokens": 6,
+                                     "reasoning_tokens": 0, "cached_input_tokens": 12},
+         "chat usage")
+    t.eq(chat["metadata"]["server"]["prompt_ms"], 35, "chat server prompt_ms")
+    t.eq(metric(chat, "cached_input_tokens"), 12, "chat cached_input_tokens")
+    ttft = metric(chat, "time_to_first_token")
+    out = metric(chat, "ttft_outside_server_ms")
+    t.check(out is not None and abs(out - (ttft - 35)) < 1e-6 and 0 <= out < ttft,
+            f"chat: outside {out} vs TTFT {ttft} - 35")
+    t.eq(oll["error"], None, "ollama error")
+    srv = oll["metadata"]["server"]
+    t.eq(srv["prompt_eval_duration"], 30000000, "ollama prompt_eval_duration (ns)")
+    t.eq(srv["load_duration"], 0, "ollama load_duration")
+    t.eq(metric(oll, "server_prefill_ms"), 30, "ollama server_prefill_ms")
+    t.eq(metric(oll, "server_queue_ms"), 0, "ollama server_queue_ms")
+    ttft = metric(oll, "time_to_first_token")
+    out = metric(oll, "ttft_outside_server_ms")
+    t.check(out is not None and abs(out - (ttft - 30)) < 1e-6 and 0 <= out < ttft,
+            f"ollama: outside {out} vs TTFT {ttft} - 30")
+
+
 def test_llamacpp_native_nonstream_and_error(t):
     """a non-streamed native completion is a success with usage counts; a
     mid-stream llama.cpp error keeps its type"""
