@@ -1246,6 +1246,78 @@ static void test_server_headers(void **state)
     tt_request_reset(&r);
 }
 
+/*
+ * Non-streaming bodies of every API with reasoning: the reasoning count
+ * appears in the metrics as for a stream.  Without a usage reasoning count
+ * the split is the text share ("usage+estimate"):
+ *   openai chat   reasoning_content "abcdef" (6) / content "ab" (2), 8 out:
+ *                 8 * 6/8 = 6 reasoning
+ *   think tags    "<think>abcd</think>xyzw": reasoning 4 + 15 tag bytes = 19,
+ *                 answer 4; 23 out: 23 * 19/23 = 19
+ *   anthropic     thinking "aaaa" (4) / text "bbbb" (4), 10 out: 5
+ *   ollama        thinking "hmm" (3) / content "hi" (2), 5 out: 3
+ *   gemini        thoughtsTokenCount 5 reported: 5 ("usage")
+ *   responses     reasoning_tokens 1 reported: 1 ("usage")
+ */
+static void test_non_streaming_reasoning_every_api(void **state)
+{
+    static const struct {
+        enum tt_api api;
+        const char *body, *source;
+        int reasoning, output;
+    } cases[] = {
+        { TT_API_OPENAI_CHAT,
+          "{\"choices\":[{\"message\":{\"content\":\"ab\",\"reasoning_content\":\"abcdef\"}}],"
+          "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":8}}", "usage+estimate", 6, 2 },
+        { TT_API_OPENAI_CHAT,
+          "{\"choices\":[{\"message\":{\"content\":\"<think>abcd</think>xyzw\"}}],"
+          "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":23}}", "usage+estimate", 19, 4 },
+        { TT_API_ANTHROPIC,
+          "{\"type\":\"message\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"aaaa\"},"
+          "{\"type\":\"text\",\"text\":\"bbbb\"}],\"usage\":{\"input_tokens\":2,\"output_tokens\":10}}",
+          "usage+estimate", 5, 5 },
+        { TT_API_OLLAMA,
+          "{\"message\":{\"content\":\"hi\",\"thinking\":\"hmm\"},\"done\":true,"
+          "\"prompt_eval_count\":4,\"eval_count\":5}", "usage+estimate", 3, 2 },
+        { TT_API_GEMINI,
+          "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"t\",\"thought\":true},{\"text\":\"ab\"}]}}],"
+          "\"usageMetadata\":{\"promptTokenCount\":3,\"candidatesTokenCount\":2,\"thoughtsTokenCount\":5}}",
+          "usage", 5, 2 },
+        { TT_API_OPENAI_RESPONSES,
+          "{\"object\":\"response\",\"status\":\"completed\",\"output\":["
+          "{\"type\":\"reasoning\",\"summary\":[{\"type\":\"summary_text\",\"text\":\"sum\"}]},"
+          "{\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"answer\"}]}],"
+          "\"usage\":{\"input_tokens\":1,\"output_tokens\":2,\"output_tokens_details\":{\"reasoning_tokens\":1}}}",
+          "usage", 1, 1 },
+    };
+    size_t k;
+
+    (void)state;
+    for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        const char *parts[] = { cases[k].body, NULL };
+        struct tt_request r;
+        struct tt_metric_values m;
+        const char *source = NULL;
+
+        feed_parts(&r, cases[k].api, JSON, TT_THINK_AUTO, parts, 1);
+        r.status = 200;
+        r.t0 = 1;
+        r.ts[TT_TS_RESPONSE_COMPLETE] = 9999;
+        assert_int_equal(r.s.streaming, 0);
+        assert_null(r.err_type);
+        tt_metrics_compute(&r, &m, &source);
+        if (source == NULL || strcmp(source, cases[k].source) != 0 ||
+            !tt_metric_has(&m, TT_M_REASONING_TOKENS) ||
+            (int)m.v[TT_M_REASONING_TOKENS] != cases[k].reasoning ||
+            (int)m.v[TT_M_OUTPUT_TOKENS] != cases[k].output)
+            fail_msg("case %zu (%s): source %s reasoning %g output %g, want %s %d %d", k,
+                     tt_api_name(cases[k].api), source ? source : "null",
+                     m.v[TT_M_REASONING_TOKENS], m.v[TT_M_OUTPUT_TOKENS],
+                     cases[k].source, cases[k].reasoning, cases[k].output);
+        tt_request_reset(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1263,6 +1335,7 @@ int main(void)
         cmocka_unit_test(test_oversize_event_counted),
         cmocka_unit_test(test_server_truth_fixtures),
         cmocka_unit_test(test_server_truth_nonstream_reasoning),
+        cmocka_unit_test(test_non_streaming_reasoning_every_api),
         cmocka_unit_test(test_ttft_decomposition),
         cmocka_unit_test(test_usage_parts),
         cmocka_unit_test(test_upstream_error_types),
