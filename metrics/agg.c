@@ -50,6 +50,7 @@ const char *const tt_agg_family_names[TT_FAM__COUNT] = {
     [TT_FAM_LATENCY] = "tokentap_request_latency_seconds",
     [TT_FAM_ISL]     = "tokentap_input_sequence_length_tokens",
     [TT_FAM_OSL]     = "tokentap_output_sequence_length_tokens",
+    [TT_FAM_SERVER_PREFILL] = "tokentap_server_prefill_seconds",
 };
 
 static const char *const family_help[TT_FAM__COUNT] = {
@@ -60,6 +61,7 @@ static const char *const family_help[TT_FAM__COUNT] = {
     [TT_FAM_LATENCY] = "Request latency: last token event (streaming) or response complete.",
     [TT_FAM_ISL]     = "Input (prompt) tokens per ok request, from usage.",
     [TT_FAM_OSL]     = "Output tokens (answer + reasoning) per ok request.",
+    [TT_FAM_SERVER_PREFILL] = "Prompt processing time the server itself reports (llama.cpp prompt_ms, Ollama prompt_eval_duration) per ok request.",
 };
 
 /* the per-request metric feeding each family (ICL is fed from the gaps) */
@@ -67,7 +69,7 @@ static const int family_metric[TT_FAM__COUNT] = {
     [TT_FAM_TTFT] = TT_M_TTFT, [TT_FAM_TTFO] = TT_M_TTFO,
     [TT_FAM_ITL] = TT_M_ITL, [TT_FAM_ICL] = -1,
     [TT_FAM_LATENCY] = TT_M_REQUEST_LATENCY, [TT_FAM_ISL] = TT_M_ISL,
-    [TT_FAM_OSL] = TT_M_OSL,
+    [TT_FAM_OSL] = TT_M_OSL, [TT_FAM_SERVER_PREFILL] = TT_M_SERVER_PREFILL,
 };
 
 static const double latency_buckets[] = {
@@ -103,6 +105,7 @@ struct series {
     uint64_t       good;
     uint64_t       viol[TT_M__COUNT];
     uint64_t       tokens[TOK__COUNT];
+    uint64_t       cached_input;    /* server-reported cached prompt tokens */
     uint64_t       token_events;
     uint64_t       parse_errors;
     struct fam_hist h[TT_FAM__COUNT];
@@ -538,6 +541,8 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
         s->tokens[TOK_OUTPUT] += (uint64_t)m->v[TT_M_OUTPUT_TOKENS];
     if (m->present & (1u << TT_M_REASONING_TOKENS))
         s->tokens[TOK_REASONING] += (uint64_t)m->v[TT_M_REASONING_TOKENS];
+    if (m->present & (1u << TT_M_CACHED_INPUT))
+        s->cached_input += (uint64_t)m->v[TT_M_CACHED_INPUT];
     s->token_events += r->s.token_events;
     s->parse_errors += r->s.parse_errors;
 
@@ -622,6 +627,7 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
             d->viol[i] += s->viol[i];
         for (int i = 0; i < TOK__COUNT; i++)
             d->tokens[i] += s->tokens[i];
+        d->cached_input += s->cached_input;
         d->token_events += s->token_events;
         d->parse_errors += s->parse_errors;
         for (int f = 0; f < TT_FAM__COUNT; f++) {
@@ -768,6 +774,12 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
             evbuffer_add_printf(out, "tokentap_tokens_total{%s,type=\"%s\"} %llu\n",
                                 s->labels, tok_names[i],
                                 (unsigned long long)s->tokens[i]);
+
+    family_head(out, "tokentap_cached_input_tokens_total", "counter",
+                "Prompt tokens the server reports it served from its cache.");
+    for (struct series *s = a->first; s != NULL; s = s->order)
+        evbuffer_add_printf(out, "tokentap_cached_input_tokens_total{%s} %llu\n",
+                            s->labels, (unsigned long long)s->cached_input);
 
     family_head(out, "tokentap_token_events_total", "counter",
                 "Stream events carrying answer, reasoning or tool-call text.");

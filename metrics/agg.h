@@ -53,6 +53,7 @@ enum tt_agg_family {
     TT_FAM_LATENCY,         /* tokentap_request_latency_seconds */
     TT_FAM_ISL,             /* tokentap_input_sequence_length_tokens */
     TT_FAM_OSL,             /* tokentap_output_sequence_length_tokens */
+    TT_FAM_SERVER_PREFILL,  /* tokentap_server_prefill_seconds (server-reported) */
     TT_FAM__COUNT
 };
 

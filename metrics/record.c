@@ -397,7 +397,8 @@ char *tt_record_format(const struct tt_request *r,
     }
     jw_raw(&w, "}", 1);
 
-    if (s->usage_input >= 0 || s->usage_output >= 0 || s->usage_reasoning >= 0) {
+    if (s->usage_input >= 0 || s->usage_output >= 0 || s->usage_reasoning >= 0 ||
+        s->usage_cached >= 0) {
         jw_key(&w, "usage", &f);
         jw_raw(&w, "{", 1);
         g = 1;
@@ -412,6 +413,31 @@ char *tt_record_format(const struct tt_request *r,
         if (s->usage_reasoning >= 0) {
             jw_key(&w, "reasoning_tokens", &g);
             jw_i64(&w, s->usage_reasoning);
+        }
+        if (s->usage_cached >= 0) {
+            jw_key(&w, "cached_input_tokens", &g);
+            jw_i64(&w, s->usage_cached);
+        }
+        jw_raw(&w, "}", 1);
+    }
+    if (r->usage_injected) {
+        jw_key(&w, "usage_injected", &f);
+        jw_lit(&w, "true");
+    }
+    if (s->choices > 1) {
+        jw_key(&w, "choices", &f);
+        jw_u64(&w, s->choices);
+    }
+    if (s->server_present != 0) {
+        /* the server's own figures, keyed and in units as it names them */
+        jw_key(&w, "server", &f);
+        jw_raw(&w, "{", 1);
+        g = 1;
+        for (int i = 0; i < TT_SRV__COUNT; i++) {
+            if (!(s->server_present & (1u << i)))
+                continue;
+            jw_key(&w, tt_srv_names[i], &g);
+            jw_double(&w, s->server[i]);
         }
         jw_raw(&w, "}", 1);
     }

@@ -59,6 +59,10 @@ static const char *const header_of[NMETRIC] = {
     [TT_M_OUTPUT_TOKENS]     = "Output Token Count",
     [TT_M_REASONING_TOKENS]  = "Reasoning Token Count",
     [TT_M_REASONING_LATENCY] = "Reasoning Latency",
+    [TT_M_CACHED_INPUT]      = "Cached Input Tokens",
+    [TT_M_SERVER_PREFILL]    = "Server Prefill",
+    [TT_M_SERVER_QUEUE]      = "Server Queue",
+    [TT_M_TTFT_OUTSIDE]      = "TTFT Outside Server",
     [ICL]                    = "Inter Chunk Latency",
 };
 
@@ -83,6 +87,7 @@ static const int order[NMETRIC] = {
     TT_M_TTFT, TT_M_TTST, TT_M_TTFO, TT_M_REQUEST_LATENCY, TT_M_ITL, ICL,
     TT_M_OTPS_USER, TT_M_ISL, TT_M_OSL, TT_M_OUTPUT_TOKENS,
     TT_M_REASONING_TOKENS, TT_M_REASONING_LATENCY,
+    TT_M_CACHED_INPUT, TT_M_SERVER_QUEUE, TT_M_SERVER_PREFILL, TT_M_TTFT_OUTSIDE,
 };
 
 static const char *tag_of(int m)
@@ -856,7 +861,7 @@ static void compute_scalars(const struct tt_rset *s, struct scalars *c)
     memset(c, 0, sizeof(*c));
     c->records = s->records;
     c->valid = s->valid;
-    c->errors = s->errors;
+    c->errors = s->errors + s->cancelled;   /* AIPerf counts cancellations as errors */
     c->good = s->good;
     c->judged = s->judged;
     c->dur = tt_rset_duration_s(s);
@@ -1002,9 +1007,10 @@ static int print_warnings(FILE *out, const struct tt_rset *s, const char *pfx,
 
 static void print_header(FILE *out, const struct tt_rset *s, const char *files)
 {
-    fprintf(out, "%s: %llu records (%llu ok, %llu errors) from %s; %llu lines, %llu malformed, %llu filtered out\n",
+    fprintf(out, "%s: %llu records (%llu ok, %llu errors, %llu cancelled) from %s; %llu lines, %llu malformed, %llu filtered out\n",
             s->label, (unsigned long long)s->records, (unsigned long long)s->valid,
-            (unsigned long long)s->errors, files, (unsigned long long)s->lines,
+            (unsigned long long)s->errors, (unsigned long long)s->cancelled, files,
+            (unsigned long long)s->lines,
             (unsigned long long)s->malformed, (unsigned long long)s->filtered);
 }
 
@@ -1094,6 +1100,9 @@ static void print_scalars(FILE *out, const struct scalars *c)
 
 static void print_errors(FILE *out, const struct tt_rset *s)
 {
+    if (s->cancelled > 0)
+        fprintf(out, "Cancelled: %llu (the client closed the connection before the end; not errors)\n",
+                (unsigned long long)s->cancelled);
     if (s->errors == 0) {
         fprintf(out, "Errors: none\n");
         return;

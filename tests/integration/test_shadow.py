@@ -481,3 +481,35 @@ def test_sampling_10000_requests_within_binomial_bounds(t):
            f"(bounds {3000 - 5 * sd:.0f}..{3000 + 5 * sd:.0f})")
     t.check(abs(got - 3000) <= 5 * sd, f"{got} mirrored")
     t.eq(w["ok"], cand.stats()["requests"], "shadow legs ok on /stats")
+
+
+@timeout(40)
+def test_compare_output_digests_answers_never_the_text(t):
+    """compare_output: each leg's record carries a 64-bit digest of its
+    answer text and no text; /stats gives the exact-match fraction (the
+    same sim output matches, a candidate writing other words does not)"""
+    sim = t.sim()
+    same = t.sim()
+
+    def other(sock, req, fake):
+        ev = (b'data: {"choices":[{"index":0,"delta":{"content":"something else"}}]}\n\n'
+              b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+              b'data: [DONE]\n\n')
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(ev) + ev)
+    diff = t.fake(other)
+    px = t.proxy(sim.url, admin="auto", extra=["--compare-output"] + shadow("same", same.url)
+                 + shadow("diff", diff.url))
+    r = px.post("/v1/chat/completions", harness.chat_body({"tokens": 6}),
+                headers=[("X-Request-Id", "dg-1")])
+    t.eq(r.status, 200, "status")
+    recs = wait_records(t, px, 3)
+    dig = {x["metadata"]["upstream"]: x["metadata"].get("answer_digest") for x in recs}
+    t.check(all(isinstance(v, str) and len(v) == 16 for v in dig.values()), f"digests {dig}")
+    t.eq(dig["same"], dig["primary"], "same answer, same digest")
+    t.check(dig["diff"] != dig["primary"], "other answer, other digest")
+    raw = open(px.record_path, "rb").read()
+    t.check(b"tok0" not in raw and b"something else" not in raw, "no answer text in records")
+    cmp = harness.http(px.admin_port, "GET", "/stats").json()["comparisons"]
+    t.eq(cmp["same"]["windows"]["1m"]["exact_match_fraction"], 1, "same: exact match")
+    t.eq(cmp["diff"]["windows"]["1m"]["exact_match_fraction"], 0, "diff: no match")
