@@ -75,6 +75,9 @@ void tt_agg_free(struct tt_agg *a);
 /* for tokentap_records_dropped_total; <rec> borrowed, may be NULL */
 void tt_agg_set_recorder(struct tt_agg *a, struct tt_recorder *rec);
 
+/* the SLOs in force, shown by /stats ("slo"); NULL = none configured */
+void tt_agg_set_slos(struct tt_agg *a, const struct tt_slo_set *set);
+
 /*
  * Fold one finished request in.  <m> from tt_metrics_compute; <slo> NULL
  * when no SLO is configured.  Returns 0, or -1 when a new label set could

@@ -256,21 +256,20 @@ static int secret_param(const char *name, size_t n)
     return 0;
 }
 
-/* the path with values of secret query parameters replaced by REDACTED */
-static void jw_path(struct jw *w, const char *path)
+size_t tt_record_redact_path(const char *path, char *buf, size_t size)
 {
     const char *q = strchr(path, '?');
-    if (q == NULL) {
-        jw_str(w, path);
-        return;
-    }
-
-    char buf[sizeof(((struct tt_request *)0)->path) + 64];
-    size_t o = 0, cap = sizeof(buf) - 1;
-    const char *p = q + 1;
+    size_t o = 0, cap = size - 1;
+    const char *p;
 
 #define PUT(s, n) do { size_t _n = (n); if (o + _n > cap) _n = cap - o; \
                        memcpy(buf + o, (s), _n); o += _n; } while (0)
+    if (q == NULL) {
+        PUT(path, strlen(path));
+        buf[o] = '\0';
+        return o;
+    }
+    p = q + 1;
     PUT(path, (size_t)(p - path));
     while (*p != '\0') {
         const char *amp = strchr(p, '&');
@@ -288,7 +287,15 @@ static void jw_path(struct jw *w, const char *path)
         p = amp + 1;
     }
 #undef PUT
-    jw_strn(w, buf, o);
+    buf[o] = '\0';
+    return o;
+}
+
+/* the path with values of secret query parameters replaced by REDACTED */
+static void jw_path(struct jw *w, const char *path)
+{
+    char buf[TT_RECORD_PATH_MAX];
+    jw_strn(w, buf, tt_record_redact_path(path, buf, sizeof(buf)));
 }
 
 static int64_t wall_of(const struct tt_request *r, uint64_t mono)
