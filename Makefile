@@ -3,6 +3,7 @@
 #   make            tokentap and tokentap-sim (release, -O2)
 #   make test       unit + integration tests, then again under ASan/UBSan
 #   make demo       the proxy in front of the simulator, real traffic, report
+#                   (DEMO_HOLD=60: keep traffic flowing, watch the dashboard)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make clean
 #
@@ -114,8 +115,9 @@ test: deps
 check: all $(UNIT_BIN)
 	@TT_SAN=0 sh tests/run.sh
 
+# make demo DEMO_HOLD=60: keep traffic flowing for 60 s to watch /dashboard
 demo: all
-	@sh scripts/demo.sh $(BUILD)
+	@DEMO_HOLD=$(DEMO_HOLD) sh scripts/demo.sh $(BUILD)
 
 bench: all
 	@sh bench/run.sh $(BUILD)

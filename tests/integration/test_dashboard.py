@@ -312,8 +312,8 @@ def test_dashboard_in_headless_chromium_shows_what_stats_says(t):
         # a wall screen: wider, larger type; the page keeps polling
         b.call("Emulation.setDeviceMetricsOverride", {"width": 2560, "height": 1440,
                                                       "deviceScaleFactor": 1, "mobile": False})
-        before = b.eval("Number(document.body.dataset.updates)")
-        b.wait_for(f"Number(document.body.dataset.updates) > {before}", "a second poll")
+        before = b.eval("Number(document.body.dataset.polls)")
+        b.wait_for(f"Number(document.body.dataset.polls) > {before}", "another poll of /stats")
         b.screenshot(os.path.join(t.tmp, "dashboard-wall.png"))
 
         html = b.eval("document.documentElement.outerHTML")
