@@ -97,13 +97,36 @@ void tt_recent_add(struct tt_recent *rr, const struct tt_request *r,
         fill(&rr->slow[pick], r, m, slo, now_ns, seq, lat);
 }
 
+/* "[u32,u32,...]" into <buf> (room for 11 bytes per value + 3) */
+static void u32_list(char *buf, const uint32_t *v, uint32_t n)
+{
+    char *o = buf;
+    *o++ = '[';
+    for (uint32_t i = 0; i < n; i++) {
+        char tmp[10];
+        int k = 0;
+        uint32_t x = v[i];
+        if (i)
+            *o++ = ',';
+        do {
+            tmp[k++] = (char)('0' + x % 10);
+            x /= 10;
+        } while (x);
+        while (k)
+            *o++ = tmp[--k];
+    }
+    *o++ = ']';
+    *o = '\0';
+}
+
 static cJSON *entry_json(const struct tt_recent_entry *e, uint64_t now_ns)
 {
     size_t len;
     char *line = tt_record_format(&e->r, &e->m, e->source,
                                   e->has_slo ? &e->slo : NULL, &len);
     cJSON *o = cJSON_CreateObject();
-    cJSON *toks = NULL;
+    uint32_t n = e->ntok < TT_RECENT_TOKENS ? e->ntok : TT_RECENT_TOKENS;
+    char toks[TT_RECENT_TOKENS * 11 + 3];
 
     if (line == NULL || o == NULL)
         goto fail;
@@ -114,16 +137,10 @@ static cJSON *entry_json(const struct tt_recent_entry *e, uint64_t now_ns)
                             now_ns > e->done_ns ? (double)(now_ns - e->done_ns) / 1e9 : 0.0);
     cJSON_AddNumberToObject(o, "latency_ms", e->latency_ms);
     cJSON_AddNumberToObject(o, "token_events", (double)e->ntok);
-    toks = cJSON_AddArrayToObject(o, "token_ms");
-    if (toks == NULL)
-        goto fail;
-    uint32_t n = e->ntok < TT_RECENT_TOKENS ? e->ntok : TT_RECENT_TOKENS;
-    for (uint32_t i = 0; i < n; i++) {
-        cJSON *v = cJSON_CreateNumber((double)e->tok_us[i] / 1000.0);
-        if (v == NULL || !cJSON_AddItemToArray(toks, v))
-            goto fail;
-    }
-    if (cJSON_AddRawToObject(o, "record", line) == NULL)
+    /* raw text: cJSON would print each number through a float round trip */
+    u32_list(toks, e->tok_us, n);
+    if (cJSON_AddRawToObject(o, "token_us", toks) == NULL
+        || cJSON_AddRawToObject(o, "record", line) == NULL)
         goto fail;
     cJSON_AddNumberToObject(o, "done_ns", (double)e->done_ns);
     free(line);

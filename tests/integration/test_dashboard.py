@@ -232,7 +232,7 @@ def test_dashboard_in_headless_chromium_shows_what_stats_says(t):
     stats = json.loads(stats_text)
     recent = stats["recent"]
     t.eq(len(recent["requests"]), n, "requests in the ring")
-    t.check(all(len(e["token_ms"]) == min(e["token_events"], recent["token_cap"])
+    t.check(all(len(e["token_us"]) == min(e["token_events"], recent["token_cap"])
                 for e in recent["requests"]), "token offsets kept per request")
     t.check(any("key=REDACTED" in e["record"]["metadata"]["path"] for e in recent["requests"]),
             "the secret query parameter is redacted in the ring")
@@ -278,7 +278,7 @@ def test_dashboard_in_headless_chromium_shows_what_stats_says(t):
              "slowest rows")
         ticks = b.eval("[...document.querySelectorAll('#rows .row')].map(e => e.querySelectorAll('line').length)")
         for e, nt in zip(recent["requests"], ticks):
-            t.check(nt >= len(e["token_ms"]), f"a tick per token event ({nt} < {len(e['token_ms'])})")
+            t.check(nt >= len(e["token_us"]), f"a tick per token event ({nt} < {len(e['token_us'])})")
         points = b.eval("document.querySelectorAll('[data-map=primary] circle').length")
         t.eq(points, sum(1 for e in recent["requests"]
                          if "output_sequence_length" in e["record"]["metrics"]), "workload map points")

@@ -116,10 +116,10 @@ static void test_ring_newest_and_slowest(void **state)
                         "/v1/chat/completions?alt=sse&key=REDACTED&x=1");
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(e, "upstream")), "primary");
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(md, "upstream")), "primary");
-    cJSON *tm = cJSON_GetObjectItem(e, "token_ms");
+    cJSON *tm = cJSON_GetObjectItem(e, "token_us");
     assert_int_equal(cJSON_GetArraySize(tm), 3);
-    assert_true(cJSON_GetArrayItem(tm, 0)->valuedouble == 79.0);
-    assert_true(cJSON_GetArrayItem(tm, 2)->valuedouble == 81.0);
+    assert_true(cJSON_GetArrayItem(tm, 0)->valuedouble == 79000.0);
+    assert_true(cJSON_GetArrayItem(tm, 2)->valuedouble == 81000.0);
     assert_null(cJSON_GetObjectItem(e, "done_ns"));
     assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "record"), "metrics"),
                                     "inter_chunk_latency"));
@@ -145,7 +145,7 @@ static void test_token_cap(void **state)
     cJSON *j = stats(&a, 1, T0 + 2000 * MS);
     cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "recent"), "requests"), 0);
     assert_int_equal(cJSON_GetObjectItem(e, "token_events")->valueint, TT_RECENT_TOKENS + 100);
-    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(e, "token_ms")), TT_RECENT_TOKENS);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(e, "token_us")), TT_RECENT_TOKENS);
     cJSON_Delete(j);
     tt_agg_free(a);
 }
