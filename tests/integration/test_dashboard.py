@@ -5,8 +5,9 @@ library only), loads the page against tokentap with simulator traffic.  The
 numbers the page shows are compared with /stats, a timeline row is clicked
 and its record compared, the filters are used, every request the page made
 is listed (only the page and GET stats, on the admin origin), and
-screenshots are saved into the test's directory (dashboard-laptop.png,
-dashboard-wall.png; also copied into $TT_DASHBOARD_SHOTS when set).
+screenshots are saved into the test's directory (dashboard-laptop.png: the
+1440x900 viewport, dashboard-laptop-full.png, dashboard-wall.png: 2560 wide;
+also copied into $TT_DASHBOARD_SHOTS when set).
 """
 import base64
 import fcntl
@@ -130,8 +131,8 @@ class Browser:
                 raise harness.Failure(f"timed out waiting for {what}")
             time.sleep(0.05)
 
-    def screenshot(self, path):
-        r = self.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+    def screenshot(self, path, full=True):
+        r = self.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": full})
         with open(path, "wb") as f:
             f.write(base64.b64decode(r["data"]))
 
@@ -297,7 +298,8 @@ def test_dashboard_in_headless_chromium_shows_what_stats_says(t):
         shown_rec = json.loads(txt.split("\n\ntoken events:")[0])
         t.eq(shown_rec, target["record"], "record shown for the clicked row")
 
-        b.screenshot(os.path.join(t.tmp, "dashboard-laptop.png"))
+        b.screenshot(os.path.join(t.tmp, "dashboard-laptop.png"), full=False)
+        b.screenshot(os.path.join(t.tmp, "dashboard-laptop-full.png"))
 
         # the model filter narrows the timeline
         b.eval("(() => { const s = document.getElementById('fmodel'); s.value = 'dash-think';"
@@ -333,7 +335,8 @@ def test_dashboard_in_headless_chromium_shows_what_stats_says(t):
     finally:
         b.close()
 
-    shots = [os.path.join(t.tmp, f) for f in ("dashboard-laptop.png", "dashboard-wall.png")]
+    shots = [os.path.join(t.tmp, f) for f in ("dashboard-laptop.png", "dashboard-laptop-full.png",
+                                              "dashboard-wall.png")]
     for s in shots:
         with open(s, "rb") as f:
             t.check(f.read(8) == b"\x89PNG\r\n\x1a\n", f"{s} is a PNG")
