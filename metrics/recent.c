@@ -20,18 +20,6 @@ unsigned long tt_recent_bytes(void)
     return (unsigned long)sizeof(struct tt_recent);
 }
 
-/* the last instant the request was seen alive, as its record says */
-static uint64_t end_of(const struct tt_request *r)
-{
-    uint64_t end = r->t0;
-    for (int i = 0; i < TT_TS__COUNT; i++)
-        if (r->ts[i] > end)
-            end = r->ts[i];
-    if (r->n_token_ts && r->token_ts[r->n_token_ts - 1] > end)
-        end = r->token_ts[r->n_token_ts - 1];
-    return end;
-}
-
 static void fill(struct tt_recent_entry *e, const struct tt_request *r,
                  const struct tt_metric_values *m,
                  const struct tt_slo_result *slo, uint64_t now_ns,
@@ -71,7 +59,7 @@ void tt_recent_add(struct tt_recent *rr, const struct tt_request *r,
                    const struct tt_slo_result *slo, uint64_t now_ns)
 {
     double lat = (m->present & (1u << TT_M_REQUEST_LATENCY))
-               ? m->v[TT_M_REQUEST_LATENCY] : (double)(end_of(r) - r->t0) / 1e6;
+               ? m->v[TT_M_REQUEST_LATENCY] : (double)(tt_record_end_mono(r) - r->t0) / 1e6;
     uint64_t seq = ++rr->seq;
 
     fill(&rr->e[rr->head], r, m, slo, now_ns, seq, lat);

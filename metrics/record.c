@@ -303,8 +303,7 @@ static int64_t wall_of(const struct tt_request *r, uint64_t mono)
     return r->start_wall_ns + (int64_t)(mono - r->t0);
 }
 
-/* the last instant the request was seen alive */
-static uint64_t end_mono(const struct tt_request *r)
+uint64_t tt_record_end_mono(const struct tt_request *r)
 {
     uint64_t end = r->ts[TT_TS_RESPONSE_COMPLETE];
     if (end != 0)
@@ -352,7 +351,7 @@ char *tt_record_format(const struct tt_request *r,
     else
         jw_lit(&w, "null");
     jw_key(&w, "request_end_ns", &f);
-    jw_i64(&w, wall_of(r, end_mono(r)));
+    jw_i64(&w, wall_of(r, tt_record_end_mono(r)));
     jw_key(&w, "was_cancelled", &f);
     jw_lit(&w, r->cancelled ? "true" : "false");
     jw_key(&w, "upstream", &f);

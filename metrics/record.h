@@ -59,6 +59,9 @@ char *tt_record_format(const struct tt_request *r,
  */
 size_t tt_record_redact_path(const char *path, char *buf, size_t size);
 
+/* the last instant <r> was seen alive (monotonic ns): request_end_ns */
+uint64_t tt_record_end_mono(const struct tt_request *r);
+
 struct tt_recorder;
 
 /*
