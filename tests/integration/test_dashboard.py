@@ -175,6 +175,37 @@ def fmt_ms(v):
     return js_fixed(v, 2) + " ms"
 
 
+def shown_values(b):
+    """{data-k: {texts}} of every value the page marks for comparison"""
+    got = {}
+    for k, v in b.eval("[...document.querySelectorAll('[data-k]')].map(e => [e.dataset.k, e.textContent])"):
+        got.setdefault(k, set()).add(v)
+    return got
+
+
+def check_values(t, b, windows_of):
+    """the page shows, per upstream, exactly what its /stats windows say"""
+    got = shown_values(b)
+    want = {}
+    for name, ws in windows_of.items():
+        for w in ("1m", "5m", "1h"):
+            k = f"{name}|{w}|"
+            want[k + "slo_attainment"] = fmt_pct(ws[w]["slo_attainment"])
+            for f in ("total", "ok", "error", "cancelled"):
+                want[k + "requests." + f] = str(ws[w]["requests"][f])
+            want[k + "good_requests"] = str(ws[w]["good_requests"])
+            for kind, c in ws[w]["errors"].items():
+                want[k + "errors." + kind] = str(c)
+        for tag in ("time_to_first_token", "time_to_first_output_token",
+                    "inter_token_latency", "request_latency"):
+            m = ws["1m"]["metrics"][tag]
+            for p in ("p50", "p90", "p99"):
+                want[f"{name}|1m|{tag}.{p}"] = fmt_ms(m.get(p))
+            want[f"{name}|1m|{tag}.count"] = str(m["count"])
+    for k, v in want.items():
+        t.eq(got.get(k), {v}, f"page value {k}")
+
+
 def traffic(px):
     """a mix: good and slow streams, reasoning, two models, three APIs,
     an upstream error and a truncated stream; secrets in the key and the
@@ -246,29 +277,8 @@ def test_dashboard_in_headless_chromium_shows_what_stats_says(t):
                    "the page's first render")
 
         # every value the page marks for comparison, against /stats
-        shown = b.eval("[...document.querySelectorAll('[data-k]')].map(e => [e.dataset.k, e.textContent])")
-        got = {}
-        for k, v in shown:
-            got.setdefault(k, set()).add(v)
-        want = {}
-        ws = stats["windows"]
-        for w in ("1m", "5m", "1h"):
-            k = f"primary|{w}|"
-            want[k + "slo_attainment"] = fmt_pct(ws[w]["slo_attainment"])
-            for f in ("total", "ok", "error", "cancelled"):
-                want[k + "requests." + f] = str(ws[w]["requests"][f])
-            want[k + "good_requests"] = str(ws[w]["good_requests"])
-            for kind, c in ws[w]["errors"].items():
-                want[k + "errors." + kind] = str(c)
-        for tag in ("time_to_first_token", "time_to_first_output_token",
-                    "inter_token_latency", "request_latency"):
-            m = ws["1m"]["metrics"][tag]
-            for p in ("p50", "p90", "p99"):
-                want[f"primary|1m|{tag}.{p}"] = fmt_ms(m.get(p))
-            want[f"primary|1m|{tag}.count"] = str(m["count"])
-        t.check(ws["1m"]["errors"], "the traffic produced errors by type")
-        for k, v in want.items():
-            t.eq(got.get(k), {v}, f"page value {k}")
+        t.check(stats["windows"]["1m"]["errors"], "the traffic produced errors by type")
+        check_values(t, b, {"primary": stats["windows"]})
 
         # the timeline: one row per recent request, the slowest list, in order
         ids = b.eval("[...document.querySelectorAll('#rows .row')].map(e => e.dataset.id)")
@@ -346,3 +356,102 @@ def test_dashboard_in_headless_chromium_shows_what_stats_says(t):
         for s in shots:
             shutil.copy(s, dest)
     t.note("screenshots: " + ", ".join(shots))
+
+
+class ShapeServer:
+    """serves the dashboard page as tokentap sent it and a given /stats
+    document, to show the page the shape /stats has with shadow upstreams"""
+
+    def __init__(self, page, stats):
+        import http.server
+        import threading
+        body = json.dumps(stats).encode()
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                data, ctype = (page, "text/html; charset=utf-8") if self.path == "/dashboard" \
+                    else (body, "application/json") if self.path == "/stats" else (b"", "text/plain")
+                self.send_response(200 if data else 404)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)   # bound and kept
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
+        self.th = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.th.start()
+
+    def stop(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@harness.timeout(120)
+def test_dashboard_shows_every_upstream_side_by_side(t):
+    sim = t.sim()
+    px = t.proxy(sim.url, admin="auto", extra=["--goodput", SLO])
+    n = traffic(px)
+    px.records(n)
+    page = harness.http(px.admin_port, "GET", "/dashboard").body
+    stats = harness.http(px.admin_port, "GET", "/stats").json()
+
+    # /stats as it is with a shadow leg: per-upstream windows, comparisons,
+    # ring entries of both legs.  The shadow's figures are made different.
+    shadow = json.loads(json.dumps(stats["windows"]))
+    for w in shadow.values():
+        w["slo_attainment"] = 0.5
+        w["requests"] = {k: v + 100 for k, v in w["requests"].items()}
+        w["good_requests"] = (w["good_requests"] or 0) + 3
+        w["errors"] = {"upstream_timeout": 7}
+        for m in w["metrics"].values():
+            for p in ("p50", "p90", "p99"):
+                if p in m:
+                    m[p] = m[p] * 2 + 1
+            m["buckets"] = [[b[0] * 2, b[1] * 2, b[2]] for b in m.get("buckets", [])]
+    stats["upstreams"] = {"primary": {"role": "primary", "windows": stats["windows"]},
+                          "shadow-a": {"role": "shadow", "windows": shadow}}
+    stats["comparisons"] = {"shadow-a": {"windows": {"1m": {"pairs": 5,
+                                                            "time_to_first_token": {"delta_p50": 12.5}}}}}
+    for i, e in enumerate(stats["recent"]["requests"]):
+        if i % 2:
+            e["upstream"] = "shadow-a"
+            e["record"]["metadata"]["upstream"] = "shadow-a"
+            e["record"]["metadata"]["role"] = "shadow"
+
+    srv = ShapeServer(page, stats)
+    b = Browser(t, 1800, 1000)
+    try:
+        b.attach()
+        b.call("Page.navigate", {"url": srv.url + "/dashboard"})
+        b.wait_for("document.body && Number(document.body.dataset.updates) >= 1",
+                   "the page's first render")
+        cols = b.eval("[...document.querySelectorAll('.up')].map(e => [e.dataset.upstream,"
+                      " e.querySelector('h2 .role').textContent])")
+        t.eq(cols, [["primary", "primary"], ["shadow-a", "shadow"]], "upstream columns")
+        tops = b.eval("[...document.querySelectorAll('.up')].map(e => Math.round(e.getBoundingClientRect().top))")
+        t.eq(tops[0], tops[1], "the columns stand side by side")
+        t.check(b.eval("[...document.querySelectorAll('.up')].every(c => [...c.querySelectorAll('svg')]"
+                       ".every(g => g.getBoundingClientRect().right <= c.getBoundingClientRect().right + 1))"),
+                "every chart fits inside its upstream's column")
+        check_values(t, b, {"primary": stats["windows"], "shadow-a": shadow})
+        for name in ("primary", "shadow-a"):
+            pts = b.eval(f"document.querySelectorAll('[data-map=\"{name}\"] circle').length")
+            t.eq(pts, sum(1 for e in stats["recent"]["requests"] if e["upstream"] == name
+                          and "output_sequence_length" in e["record"]["metrics"]),
+                 f"workload map points of {name}")
+        cmp = b.eval("document.querySelector('.up[data-upstream=\"shadow-a\"] table.cmp').textContent")
+        t.check("1m pairs5" in cmp and "time_to_first_token.delta_p50" in cmp and "12.500" in cmp,
+                f"the comparison is shown: {cmp!r}")
+        t.eq(b.eval("document.querySelectorAll('.up[data-upstream=\"primary\"] table.cmp').length"), 0,
+             "no comparison on the primary")
+        b.screenshot(os.path.join(t.tmp, "dashboard-shadow.png"), full=False)
+        errors = [e for e in b.events if e.get("method") == "Runtime.exceptionThrown"]
+        t.eq(errors, [], "script errors on the page")
+    finally:
+        b.close()
+        srv.stop()
+    t.note("screenshot: " + os.path.join(t.tmp, "dashboard-shadow.png"))
