@@ -24,6 +24,8 @@ import harness
 SLO = "time_to_first_token:80 inter_token_latency:20"
 SECRET_KEY = "sk-dashboard-SECRET-4711"
 SECRET_PROMPT = "PROMPT-TEXT-that-must-not-leave-the-proxy"
+XSS_MODEL = '<img src=x onerror="document.body.dataset.pwned=1">'
+
 
 
 def chromium_binary():
@@ -233,6 +235,8 @@ def traffic(px):
     n += 1
     chat("dash-fast", {"status": 503})
     n += 1
+    chat(XSS_MODEL, {"ttft_ms": 10, "tokens": 2, "gap_ms": 1})    # client input, shown as text
+    n += 1
     chat("dash-fast", {"ttft_ms": 20, "tokens": 30, "gap_ms": 3, "truncate_after": 4})
     n += 1
     return n
@@ -328,6 +332,10 @@ def test_dashboard_in_headless_chromium_shows_what_stats_says(t):
         b.wait_for(f"Number(document.body.dataset.polls) > {before}", "another poll of /stats")
         b.screenshot(os.path.join(t.tmp, "dashboard-wall.png"))
 
+        t.eq(b.eval("[document.body.dataset.pwned, document.querySelectorAll('img').length]"),
+             [None, 0], "a model name is shown as text, never as markup")
+        t.check(b.eval(f"document.body.textContent.includes({json.dumps(XSS_MODEL)})"),
+                "the odd model name is shown as written")
         html = b.eval("document.documentElement.outerHTML")
         for secret in (SECRET_KEY, SECRET_PROMPT):
             t.check(secret not in html, f"the page shows {secret!r}")
