@@ -850,13 +850,22 @@ static void add_slos(cJSON *root, struct tt_agg *a)
     pthread_mutex_unlock(&a->mu);
 }
 
-/* "recent": the rings of every aggregator, merged */
+/*
+ * "recent": the rings of every aggregator, merged.  Each ring is copied
+ * under its lock (a memcpy) and rendered outside it, so a scrape holds up
+ * finishing requests for microseconds, not for the rendering.
+ */
 static int add_recent(cJSON *root, struct tt_agg *const *aggs, unsigned n,
                       uint64_t now_ns)
 {
     cJSON *o = cJSON_AddObjectToObject(root, "recent");
-    if (o == NULL)
+    struct tt_recent *copy = malloc(sizeof(*copy));
+    int rc = 0;
+
+    if (o == NULL || copy == NULL) {
+        free(copy);
         return -1;
+    }
     cJSON_AddNumberToObject(o, "capacity", TT_RECENT_ENTRIES);
     cJSON_AddNumberToObject(o, "slowest_capacity", TT_RECENT_SLOW);
     cJSON_AddNumberToObject(o, "slowest_window_s", (double)(TT_RECENT_SLOW_NS / 1000000000ull));
@@ -864,15 +873,19 @@ static int add_recent(cJSON *root, struct tt_agg *const *aggs, unsigned n,
     cJSON *rq = cJSON_AddArrayToObject(o, "requests");
     cJSON *sl = cJSON_AddArrayToObject(o, "slowest");
     if (rq == NULL || sl == NULL)
-        return -1;
-    for (unsigned k = 0; k < n; k++) {
+        rc = -1;
+    for (unsigned k = 0; rc == 0 && k < n; k++) {
+        int have;
         pthread_mutex_lock(&aggs[k]->mu);
-        int rc = aggs[k]->recent ? tt_recent_json(aggs[k]->recent, now_ns, rq, sl) : 0;
+        have = aggs[k]->recent != NULL;
+        if (have)
+            memcpy(copy, aggs[k]->recent, sizeof(*copy));
         pthread_mutex_unlock(&aggs[k]->mu);
-        if (rc < 0)
-            return -1;
+        if (have)
+            rc = tt_recent_json(copy, now_ns, rq, sl);
     }
-    return tt_recent_finish(rq, sl);
+    free(copy);
+    return rc < 0 ? -1 : tt_recent_finish(rq, sl);
 }
 
 static void add_metric_stats(cJSON *obj, const char *tag, const char *unit,

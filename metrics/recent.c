@@ -38,7 +38,7 @@ static void fill(struct tt_recent_entry *e, const struct tt_request *r,
         un = sizeof(e->upstream) - 1;
     memcpy(e->upstream, r->upstream_name ? r->upstream_name : "", un);
     e->upstream[un] = '\0';
-    e->r.upstream_name = e->upstream;
+    e->r.upstream_name = NULL;      /* set to e->upstream when rendered */
     e->m = *m;
     e->has_slo = slo != NULL;
     if (slo != NULL)
@@ -52,6 +52,12 @@ static void fill(struct tt_recent_entry *e, const struct tt_request *r,
         uint64_t us = r->token_ts[i] > r->t0 ? (r->token_ts[i] - r->t0) / 1000 : 0;
         e->tok_us[i] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
     }
+}
+
+/* finished longer than TT_RECENT_SLOW_NS before <now_ns> */
+static int expired(const struct tt_recent_entry *e, uint64_t now_ns)
+{
+    return now_ns > e->done_ns + TT_RECENT_SLOW_NS;
 }
 
 void tt_recent_add(struct tt_recent *rr, const struct tt_request *r,
@@ -71,7 +77,7 @@ void tt_recent_add(struct tt_recent *rr, const struct tt_request *r,
     double min = 0;
     for (unsigned i = 0; i < TT_RECENT_SLOW; i++) {
         const struct tt_recent_entry *s = &rr->slow[i];
-        if (s->seq == 0 || now_ns - s->done_ns > TT_RECENT_SLOW_NS) {
+        if (s->seq == 0 || expired(s, now_ns)) {
             pick = i;
             break;
         }
@@ -81,7 +87,7 @@ void tt_recent_add(struct tt_recent *rr, const struct tt_request *r,
         }
     }
     const struct tt_recent_entry *p = &rr->slow[pick];
-    if (p->seq == 0 || now_ns - p->done_ns > TT_RECENT_SLOW_NS || lat > p->latency_ms)
+    if (p->seq == 0 || expired(p, now_ns) || lat > p->latency_ms)
         fill(&rr->slow[pick], r, m, slo, now_ns, seq, lat);
 }
 
@@ -109,10 +115,13 @@ static void u32_list(char *buf, const uint32_t *v, uint32_t n)
 
 static cJSON *entry_json(const struct tt_recent_entry *e, uint64_t now_ns)
 {
+    struct tt_request r = e->r;
     size_t len;
-    char *line = tt_record_format(&e->r, &e->m, e->source,
-                                  e->has_slo ? &e->slo : NULL, &len);
+    char *line;
     cJSON *o = cJSON_CreateObject();
+
+    r.upstream_name = e->upstream;
+    line = tt_record_format(&r, &e->m, e->source, e->has_slo ? &e->slo : NULL, &len);
     uint32_t n = e->ntok < TT_RECENT_TOKENS ? e->ntok : TT_RECENT_TOKENS;
     char toks[TT_RECENT_TOKENS * 11 + 3];
 
@@ -153,7 +162,7 @@ int tt_recent_json(const struct tt_recent *rr, uint64_t now_ns,
     }
     for (unsigned i = 0; i < TT_RECENT_SLOW; i++) {
         const struct tt_recent_entry *s = &rr->slow[i];
-        if (s->seq == 0 || now_ns - s->done_ns > TT_RECENT_SLOW_NS)
+        if (s->seq == 0 || expired(s, now_ns))
             continue;
         cJSON *o = entry_json(s, now_ns);
         if (o == NULL || !cJSON_AddItemToArray(slowest, o)) {

@@ -1,11 +1,13 @@
 /*
  * The recent-request ring behind the dashboard: the last finished requests
- * of one aggregator (one per worker), each with its request clock, its
- * metrics, its SLO verdict and the arrival offsets of its first token
- * events, plus the slowest requests of the last minute.  Owned by
- * metrics/recent.c; written by the aggregator (metrics/agg.c) once per
- * finished request under the aggregator's lock, read by /stats under the
- * same lock and merged across aggregators at read time.
+ * of one aggregator, each with its request clock, its metrics, its SLO
+ * verdict and the arrival offsets of its first token events, plus the
+ * slowest requests of the last minute.  Owned by metrics/recent.c; written
+ * by the aggregator (metrics/agg.c) once per finished request under the
+ * aggregator's lock (no lock of its own, nothing on the per-event path);
+ * /stats copies it under that lock (one memcpy), renders the copy outside
+ * it and merges the rings of several aggregators (one per worker when the
+ * admin listener is given several) at read time.
  *
  * What an entry keeps is what a record keeps (metadata + metrics + error;
  * the path redacted by tt_record_redact_path), never a body, a header other
