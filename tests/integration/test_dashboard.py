@@ -462,4 +462,7 @@ def test_dashboard_shows_every_upstream_side_by_side(t):
     finally:
         b.close()
         srv.stop()
-    t.note("screenshot: " + os.path.join(t.tmp, "dashboard-shadow.png"))
+    shot = os.path.join(t.tmp, "dashboard-shadow.png")
+    if os.environ.get("TT_DASHBOARD_SHOTS"):
+        shutil.copy(shot, os.environ["TT_DASHBOARD_SHOTS"])
+    t.note("screenshot: " + shot)
