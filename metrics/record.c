@@ -256,21 +256,20 @@ static int secret_param(const char *name, size_t n)
     return 0;
 }
 
-/* the path with values of secret query parameters replaced by REDACTED */
-static void jw_path(struct jw *w, const char *path)
+size_t tt_record_redact_path(const char *path, char *buf, size_t size)
 {
     const char *q = strchr(path, '?');
-    if (q == NULL) {
-        jw_str(w, path);
-        return;
-    }
-
-    char buf[sizeof(((struct tt_request *)0)->path) + 64];
-    size_t o = 0, cap = sizeof(buf) - 1;
-    const char *p = q + 1;
+    size_t o = 0, cap = size - 1;
+    const char *p;
 
 #define PUT(s, n) do { size_t _n = (n); if (o + _n > cap) _n = cap - o; \
                        memcpy(buf + o, (s), _n); o += _n; } while (0)
+    if (q == NULL) {
+        PUT(path, strlen(path));
+        buf[o] = '\0';
+        return o;
+    }
+    p = q + 1;
     PUT(path, (size_t)(p - path));
     while (*p != '\0') {
         const char *amp = strchr(p, '&');
@@ -288,7 +287,15 @@ static void jw_path(struct jw *w, const char *path)
         p = amp + 1;
     }
 #undef PUT
-    jw_strn(w, buf, o);
+    buf[o] = '\0';
+    return o;
+}
+
+/* the path with values of secret query parameters replaced by REDACTED */
+static void jw_path(struct jw *w, const char *path)
+{
+    char buf[TT_RECORD_PATH_MAX];
+    jw_strn(w, buf, tt_record_redact_path(path, buf, sizeof(buf)));
 }
 
 static int64_t wall_of(const struct tt_request *r, uint64_t mono)
@@ -296,8 +303,7 @@ static int64_t wall_of(const struct tt_request *r, uint64_t mono)
     return r->start_wall_ns + (int64_t)(mono - r->t0);
 }
 
-/* the last instant the request was seen alive */
-static uint64_t end_mono(const struct tt_request *r)
+uint64_t tt_record_end_mono(const struct tt_request *r)
 {
     uint64_t end = r->ts[TT_TS_RESPONSE_COMPLETE];
     if (end != 0)
@@ -345,7 +351,7 @@ char *tt_record_format(const struct tt_request *r,
     else
         jw_lit(&w, "null");
     jw_key(&w, "request_end_ns", &f);
-    jw_i64(&w, wall_of(r, end_mono(r)));
+    jw_i64(&w, wall_of(r, tt_record_end_mono(r)));
     jw_key(&w, "was_cancelled", &f);
     jw_lit(&w, r->cancelled ? "true" : "false");
     jw_key(&w, "upstream", &f);

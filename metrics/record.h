@@ -48,6 +48,20 @@ char *tt_record_format(const struct tt_request *r,
                        const struct tt_metric_values *m, const char *source,
                        const struct tt_slo_result *slo, size_t *len);
 
+/* room for a redacted request path (tt_request.path plus REDACTED markers) */
+#define TT_RECORD_PATH_MAX (sizeof(((struct tt_request *)0)->path) + 64)
+
+/*
+ * <path> with the values of secret query parameters (key, api_key, token,
+ * signature...) replaced by REDACTED, as records write it; NUL-terminated in
+ * <buf> of <size> >= 1 bytes (truncated to fit), returns its length.  Also
+ * used by the recent-request ring (metrics/recent.c).
+ */
+size_t tt_record_redact_path(const char *path, char *buf, size_t size);
+
+/* the last instant <r> was seen alive (monotonic ns): request_end_ns */
+uint64_t tt_record_end_mono(const struct tt_request *r);
+
 struct tt_recorder;
 
 /*

@@ -190,6 +190,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
                 srv->slos = set;
                 srv->have_slo = fresh.goodput[0] != '\0' || fresh.n_model_slos > 0;
                 pthread_rwlock_unlock(&srv->slo_lock);
+                for (i = 0; i < srv->nworkers; i++)
+                    tt_agg_set_slos(srv->workers[i].agg, srv->have_slo ? &set : NULL);
                 tt_log_info("reload: SLOs now '%s'", fresh.goodput);
             }
         }
@@ -361,6 +363,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
         }
         tt_agg_set_pairs(agg, srv->pairs);
     }
+    tt_agg_set_slos(agg, srv->have_slo ? &srv->slos : NULL);
     if (cfg->record[0]) {
         srv->rec = tt_recorder_open(cfg->record, cfg->record_queue, err, sizeof(err));
         if (srv->rec == NULL) {
