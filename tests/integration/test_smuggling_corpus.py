@@ -136,6 +136,8 @@ def strict_read(buf, pos=0, response=False):
             i += size + 2
     if len(cl) > 1 or (cl and not re.fullmatch(rb"\d+", cl[0])):
         return ("error", "content-length")
+    if response and not cl:
+        return ("complete", len(buf))      # delimited by the close
     n = int(cl[0]) if cl else 0
     if len(buf) < body + n:
         return ("incomplete", None)
@@ -143,7 +145,7 @@ def strict_read(buf, pos=0, response=False):
 
 
 def lenient_read(buf, pos=0, response=False):
-    """what a forgiving backend does: LF line ends, names trimmed, folded
+    """what a forgiving peer does: LF line ends, names trimmed, folded
     lines joined, "chunked" anywhere in Transfer-Encoding wins over the
     first Content-Length, chunk sizes read from their leading hex digits"""
     m = re.compile(rb"\r?\n\r?\n").search(buf, pos)
@@ -186,6 +188,8 @@ def lenient_read(buf, pos=0, response=False):
             if j < 0:
                 return ("incomplete", None)
             i = j + 1
+    if response and not cl:
+        return ("complete", len(buf))
     d = re.match(rb"\s*(\d+)", cl[0]) if cl else None
     n = int(d.group(1)) if d else 0
     if len(buf) < i + n:
@@ -441,3 +445,126 @@ def test_corpus_one_write_refused_or_forwarded_as_one(t):
 def test_corpus_split_writes_refused_or_forwarded_as_one(t):
     """every corpus payload split at line boundaries and at random points"""
     replay(t, ("lines", "random split"))
+
+
+# --------------------------------------------------------------------------
+# the upstream side: Transfer-Encoding gadgets in responses
+
+SECOND = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nsmuggled!"
+RESPONSE_TEMPLATES = (
+    # a Content-Length reader sees one response; a chunked reader sees it end
+    # at the last-chunk and the smuggled response after it
+    ("cl.te", lambda g: b"HTTP/1.1 200 OK\r\n" + g + b"\r\nContent-Length: %d\r\n\r\n"
+     % (5 + len(SECOND)) + b"0\r\n\r\n" + SECOND),
+    # a chunked reader sees one response carrying the smuggled bytes as data;
+    # a Content-Length reader sees an empty body, then garbage
+    ("te.cl", lambda g: b"HTTP/1.1 200 OK\r\n" + g + b"\r\nContent-Length: 0\r\n\r\n"
+     + b"%x\r\n" % len(SECOND) + SECOND + b"\r\n0\r\n\r\n"),
+)
+
+
+class ScriptedUpstream:
+    """Answers every connection with self.reply, then closes at once."""
+
+    def __init__(self, t):
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.url = f"http://127.0.0.1:{self.lsock.getsockname()[1]}"
+        self.reply = b""
+        self.split = False          # send the reply line by line
+        threading.Thread(target=self._accept, daemon=True).start()
+        t.fakes.append(self)
+
+    def _accept(self):
+        while True:
+            try:
+                s, _ = self.lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+
+    def _serve(self, s):
+        try:
+            s.settimeout(10)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                b = s.recv(65536)
+                if not b:
+                    return
+                data += b
+            parts = splits(self.reply, "lines", None) if self.split else [self.reply]
+            for k, p in enumerate(parts):
+                if k:
+                    time.sleep(0.001)
+                s.sendall(p)
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(65536):
+                pass
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+    @property
+    def errors(self):
+        return []
+
+    def stop(self):
+        try:
+            self.lsock.close()
+        except OSError:
+            pass
+
+
+def response_replay(t, split):
+    corpus()                # Skip without it
+    gadgets = []
+    with open(CORPUS) as f:
+        for ln in f:
+            d = json.loads(ln)
+            if d["kind"] != "request":
+                gadgets.append((d["name"], base64.b64decode(d["payload_b64"])))
+    up = ScriptedUpstream(t)
+    up.split = split
+    px = t.proxy(up.url, record=False,
+                 extra=["--upstream-pool", "0", "--response-timeout", "2s",
+                        "--log-level", "error"])
+    req = b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    counts = {"502": 0, "one": 0, "cut": 0}
+    bad = []
+    for name, g in gadgets:
+        for tname, tpl in RESPONSE_TEMPLATES:
+            up.reply = tpl(g)
+            got = exchange(px.port, [req])
+            sts = client_statuses(got)
+            r = readings(got, response=True)
+            if sts == [502]:
+                counts["502"] += 1
+                if r["strict"] != (1, "") or b"smuggled!" in got:
+                    bad.append(f"{name}/{tname}: 502 plus more: {got[:300]!r}")
+            elif sts[:1] == [200] and all(v == (1, "") for v in r.values()):
+                counts["one"] += 1
+            elif sts[:1] == [200] and all(v[0] == 0 and v[1] == "incomplete" for v in r.values()):
+                counts["cut"] += 1
+            else:
+                bad.append(f"{name}/{tname}: statuses {sts}, readings {r}: {got[:300]!r}")
+    t.note(f"responses ({'lines' if split else 'one write'}): {len(gadgets)} gadgets x {len(RESPONSE_TEMPLATES)}: {counts['502']} "
+           f"became 502, {counts['one']} forwarded as one, {counts['cut']} cut")
+    if bad:
+        raise harness.Failure(f"{len(bad)} response(s) not 502 nor one:\n  " + "\n  ".join(bad[:25]))
+
+
+@harness.timeout(120)
+def test_corpus_response_gadgets_502_or_one_response(t):
+    """every Transfer-Encoding gadget in an upstream response (CL.TE and
+    TE.CL with a second response in the body), in one write: the client
+    gets a 502 or the one response both readers agree on, never the
+    smuggled one"""
+    response_replay(t, False)
+
+
+@harness.timeout(120)
+def test_corpus_response_gadgets_split_502_or_one_response(t):
+    """the same with the upstream writing its response line by line"""
+    response_replay(t, True)
