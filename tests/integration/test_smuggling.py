@@ -88,11 +88,17 @@ def request_case(raw):
     return test
 
 
-for _name, _raw in REQUEST_CASES.items():
-    _fn = request_case(_raw)
-    _fn.__name__ = f"test_request_{_name}_rejected"
-    _fn.__doc__ = f"request defect {_name}: 400, close, nothing upstream"
-    globals()[_fn.__name__] = _fn
+def register(cases, make, name, doc):
+    """one test per case: make(raw) named name % case, documented doc % case"""
+    for case, raw in cases.items():
+        fn = make(raw)
+        fn.__name__ = name % case
+        fn.__doc__ = doc % case
+        globals()[fn.__name__] = fn
+
+
+register(REQUEST_CASES, request_case, "test_request_%s_rejected",
+         "request defect %s: 400, close, nothing upstream")
 
 
 BODY = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
@@ -146,11 +152,8 @@ def response_case(raw):
     return test
 
 
-for _name, _raw in RESPONSE_CASES.items():
-    _fn = response_case(_raw)
-    _fn.__name__ = f"test_response_{_name}_becomes_502"
-    _fn.__doc__ = f"upstream response defect {_name}: 502"
-    globals()[_fn.__name__] = _fn
+register(RESPONSE_CASES, response_case, "test_response_%s_becomes_502",
+         "upstream response defect %s: 502")
 
 
 def test_response_chunk_data_without_crlf_cut(t):
@@ -234,11 +237,9 @@ def connection_framing_case(raw):
     return test
 
 
-for _name, _raw in CONNECTION_FRAMING.items():
-    _fn = connection_framing_case(_raw)
-    _fn.__name__ = f"test_request_connection_names_{_name}_refused_nothing_smuggled"
-    _fn.__doc__ = f"Connection naming a framing header ({_name}): 400, nothing upstream"
-    globals()[_fn.__name__] = _fn
+register(CONNECTION_FRAMING, connection_framing_case,
+         "test_request_connection_names_%s_refused_nothing_smuggled",
+         "Connection naming a framing header (%s): 400, nothing upstream")
 
 
 def test_request_connection_names_framing_nothing_reaches_recording_upstream(t):

@@ -236,12 +236,11 @@ def client_statuses(data):
 # the recording upstream
 
 
-class Recorder:
-    """Accepts connections and keeps every byte each one sends.  Answers
-    once a reader sees a complete request (or the head has been quiet for
-    a moment), with Connection: close, then reads on to EOF."""
+class Listener:
+    """A loopback listener that hands each accepted socket to
+    self.accepted(sock) on its own thread; stopped with the test."""
 
-    ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+    errors = ()
 
     def __init__(self, t):
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -249,9 +248,6 @@ class Recorder:
         self.lsock.listen(512)
         self.port = self.lsock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.conns = []             # [{"data", "done", "barrier"}] in accept order
-        self.lock = threading.Lock()
-        self.errors = []
         threading.Thread(target=self._accept, daemon=True).start()
         t.fakes.append(self)
 
@@ -261,10 +257,33 @@ class Recorder:
                 s, _ = self.lsock.accept()
             except OSError:
                 return
-            rec = {"data": bytearray(), "done": threading.Event(), "barrier": False}
-            with self.lock:
-                self.conns.append(rec)
-            threading.Thread(target=self._serve, args=(s, rec), daemon=True).start()
+            self.accepted(s)
+
+    def stop(self):
+        try:
+            self.lsock.close()
+        except OSError:
+            pass
+
+
+class Recorder(Listener):
+    """Accepts connections and keeps every byte each one sends.  Answers
+    once a reader sees a complete request (or the head has been quiet for
+    a moment), with Connection: close, then reads on to EOF."""
+
+    ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+
+    def __init__(self, t):
+        self.conns = []             # [{"data", "done", "barrier"}] in accept order
+        self.lock = threading.Lock()
+        self.errors = []
+        super().__init__(t)
+
+    def accepted(self, s):
+        rec = {"data": bytearray(), "done": threading.Event(), "barrier": False}
+        with self.lock:
+            self.conns.append(rec)
+        threading.Thread(target=self._serve, args=(s, rec), daemon=True).start()
 
     def _serve(self, s, rec):
         answered = False
@@ -316,12 +335,6 @@ class Recorder:
                 raise harness.Failure("an upstream connection stayed open after its client "
                                       f"was done: {bytes(rec['data'][:200])!r}")
         return [bytes(r["data"]) for r in conns if not r["barrier"] and r["data"]]
-
-    def stop(self):
-        try:
-            self.lsock.close()
-        except OSError:
-            pass
 
 
 # --------------------------------------------------------------------------
@@ -463,26 +476,16 @@ RESPONSE_TEMPLATES = (
 )
 
 
-class ScriptedUpstream:
+class ScriptedUpstream(Listener):
     """Answers every connection with self.reply, then closes at once."""
 
     def __init__(self, t):
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(64)
-        self.url = f"http://127.0.0.1:{self.lsock.getsockname()[1]}"
         self.reply = b""
         self.split = False          # send the reply line by line
-        threading.Thread(target=self._accept, daemon=True).start()
-        t.fakes.append(self)
+        super().__init__(t)
 
-    def _accept(self):
-        while True:
-            try:
-                s, _ = self.lsock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+    def accepted(self, s):
+        threading.Thread(target=self._serve, args=(s,), daemon=True).start()
 
     def _serve(self, s):
         try:
@@ -505,16 +508,6 @@ class ScriptedUpstream:
             pass
         finally:
             s.close()
-
-    @property
-    def errors(self):
-        return []
-
-    def stop(self):
-        try:
-            self.lsock.close()
-        except OSError:
-            pass
 
 
 def response_replay(t, split):
