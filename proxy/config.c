@@ -18,6 +18,7 @@
  *   duration  an integer with a unit, always: ms, s or m (10s, 500ms, 5m)
  *   enum      one of the listed names
  */
+#include <ctype.h>
 #include <errno.h>
 #include <ini.h>
 #include <limits.h>
@@ -527,9 +528,10 @@ static int section_index(const char *name)
     return -1;
 }
 
+/* what inih strips around names and values (isspace) */
 static int blank(char ch)
 {
-    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n';
+    return isspace((unsigned char)ch);
 }
 
 /* <s> is empty, blanks, or blanks and then a comment */
@@ -555,7 +557,7 @@ static void cut_inline_comment(char *line)
     char *p = line, *v, *last;
     int was_blank = 0;
 
-    while (*p == ' ' || *p == '\t')
+    while (blank(*p))
         p++;
     if (*p == '\0' || *p == '#' || *p == ';' || *p == '[')
         return;
@@ -563,7 +565,7 @@ static void cut_inline_comment(char *line)
     if (*v == '\0')
         return;
     v++;
-    for (p = v; *p == ' ' || *p == '\t'; p++)
+    for (p = v; blank(*p); p++)
         ;
     if ((*p == '"' || *p == '\'') && (last = strrchr(p + 1, *p)) != NULL &&
         blank_or_comment(last + 1)) {

@@ -722,6 +722,7 @@ static void test_dump_quotes_values_that_would_not_round_trip(void **state)
         { "record = a#b", "a#b", "\nrecord = a#b\n" },
         { "record = r.jsonl # note", "r.jsonl", "\nrecord = r.jsonl\n" },
         { "record = # nothing", "", "\nrecord =\n" },
+        { "record = \"\va\"", "\va", "\nrecord = \"\va\"\n" },
     };
     char text[256];
     struct tt_config c;
