@@ -139,11 +139,9 @@ build-fuzz/%: fuzz/%.c $(CORE_SRC) $(DASH_C) build-fuzz/llhttp.a
 
 fuzz: $(FUZZ_BIN)
 
+# fails when any target crashes; keeps the input and the log (fuzz/run.sh)
 fuzz-run: fuzz
-	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \
-	    seeds=""; [ -d fuzz/corpus/$${n#fuzz_} ] && seeds=fuzz/corpus/$${n#fuzz_}; \
-	    echo "== $$n ($(FUZZ_SECONDS) s)"; \
-	    $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build-fuzz/corpus-$$n $$seeds 2>&1 | tail -n 3 || exit 1; done
+	@sh fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BIN)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/tokentap $(DESTDIR)$(PREFIX)/share/tokentap

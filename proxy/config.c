@@ -756,6 +756,59 @@ static int section_index(const char *name)
     return -1;
 }
 
+/* what inih strips around names and values (isspace) */
+static int blank(char ch)
+{
+    return isspace((unsigned char)ch);
+}
+
+/* <s> is empty, blanks, or blanks and then a comment */
+static int blank_or_comment(const char *s)
+{
+    const char *p = s;
+
+    while (blank(*p))
+        p++;
+    return *p == '\0' || (p > s && (*p == '#' || *p == ';'));
+}
+
+/*
+ * Inline comments are cut here, not by inih, so that quotes protect them.
+ * On a key line, '#' or ';' after a blank starts a comment ("key = v  #
+ * note"; "key =#v" is the value "#v"), except inside a quoted value: one
+ * that starts with '"' or '\'' runs to the last matching quote when only
+ * blanks or a comment follow it.  tt_config_dump() quotes every value that
+ * needs it, so whatever it prints reads back the same.
+ */
+static void cut_inline_comment(char *line)
+{
+    char *p = line, *v, *last;
+    int was_blank = 0;
+
+    while (blank(*p))
+        p++;
+    if (*p == '\0' || *p == '#' || *p == ';' || *p == '[')
+        return;
+    v = p + strcspn(p, "=:");
+    if (*v == '\0')
+        return;
+    v++;
+    for (p = v; blank(*p); p++)
+        ;
+    if ((*p == '"' || *p == '\'') && (last = strrchr(p + 1, *p)) != NULL &&
+        blank_or_comment(last + 1)) {
+        last[1] = '\0';
+        return;
+    }
+    for (p = v; *p; p++) {
+        if (was_blank && (*p == '#' || *p == ';')) {
+            *p = '\0';
+            return;
+        }
+        was_blank = blank(*p);
+    }
+}
+
 /*
  * The inih reader: hands over one line per call and keeps the line number
  * and the current section (full length) for the handler.  Unknown sections
@@ -841,6 +894,7 @@ static char *load_reader(char *str, int num, void *stream)
             }
         }
     }
+    cut_inline_comment(x->buf);
     memcpy(str, x->buf, (size_t)n + 1);
     return str;
 }
@@ -1017,7 +1071,7 @@ int tt_config_load_stream(struct tt_config *c, FILE *f, const char *name,
     /* libinih 55 as Debian builds it keeps its options in globals */
     ini_allow_multiline = false;        /* an indented line is a new key */
     ini_allow_bom = true;
-    ini_allow_inline_comments = true;   /* "key = v  # note", blank before # */
+    ini_allow_inline_comments = false;  /* cut_inline_comment() does it */
     ini_inline_comment_prefixes = ini_comment_prefixes;
     ini_start_comment_prefixes = ini_comment_prefixes;
     ini_use_stack = false;
@@ -1412,20 +1466,47 @@ void tt_config_usage(FILE *out)
           "meets every constraint (<=, or >= for throughput).\n", out);
 }
 
+/*
+ * "key = value", the value in double quotes when it would not read back
+ * as itself: leading or trailing blanks (inih strips them), a leading '#',
+ * ';' or quote, or a blank followed by '#' or ';' (a comment).
+ */
+static void print_value(FILE *out, const char *key, const char *val)
+{
+    size_t n = strlen(val), i;
+    int quote = n > 0 && (blank(val[0]) || blank(val[n - 1]) || val[0] == '#' ||
+                          val[0] == ';' || val[0] == '"' || val[0] == '\'');
+
+    for (i = 1; i < n && !quote; i++)
+        if ((val[i] == '#' || val[i] == ';') && blank(val[i - 1]))
+            quote = 1;
+    if (quote)
+        fprintf(out, "%s = \"%s\"\n", key, val);
+    else
+        fprintf(out, "%s =%s%s\n", key, n ? " " : "", val);
+}
+
 /* one [shadow.NAME] section, each line prefixed by <pfx> */
 static void print_shadow(const struct tt_shadow_cfg *sh, FILE *out,
                          const char *pfx)
 {
     fprintf(out, "\n%s[" SHADOW_PREFIX "%s]\n", pfx, sh->name);
     for (size_t i = 0; i < N_SHADOW_OPTS; i++) {
-        char val[TT_PATH_MAX + 64];
+        char val[TT_PATH_MAX + 64], key[80];
         opt_format(sh, &shadow_opts[i], val, sizeof(val));
-        fprintf(out, "%s%s =%s%s\n", pfx, shadow_opts[i].key, val[0] ? " " : "", val);
+        snprintf(key, sizeof(key), "%s%s", pfx, shadow_opts[i].key);
+        print_value(out, key, val);
     }
-    for (unsigned i = 0; i < sh->n_set; i++)
-        fprintf(out, "%sset_header = %s\n", pfx, sh->set_header[i]);
-    for (unsigned i = 0; i < sh->n_remove; i++)
-        fprintf(out, "%sremove_header = %s\n", pfx, sh->remove_header[i]);
+    for (unsigned i = 0; i < sh->n_set; i++) {
+        char key[80];
+        snprintf(key, sizeof(key), "%sset_header", pfx);
+        print_value(out, key, sh->set_header[i]);
+    }
+    for (unsigned i = 0; i < sh->n_remove; i++) {
+        char key[80];
+        snprintf(key, sizeof(key), "%sremove_header", pfx);
+        print_value(out, key, sh->remove_header[i]);
+    }
 }
 
 /* print every section of <c>; with <comments>, the reference layout */
@@ -1457,13 +1538,13 @@ static int print_config(const struct tt_config *c, FILE *out, int comments)
                       "reasoning_latency;\n"
                       "# aliases ttft, ttfo, itl, tpot, e2el.  Values in ms, "
                       "tokens/s or tokens.\n", out);
-            fprintf(out, "%s =%s%s\n", o->key, val[0] ? " " : "", val);
+            print_value(out, o->key, val);
         }
     }
-    for (unsigned i = 0; i < c->n_model_slos; i++)
-        fprintf(out, "\n[" SLO_MODEL_PREFIX "%s]\ngoodput =%s%s\n",
-                c->model_slos[i].model, c->model_slos[i].goodput[0] ? " " : "",
-                c->model_slos[i].goodput);
+    for (unsigned i = 0; i < c->n_model_slos; i++) {
+        fprintf(out, "\n[" SLO_MODEL_PREFIX "%s]\n", c->model_slos[i].model);
+        print_value(out, "goodput", c->model_slos[i].goodput);
+    }
     for (unsigned i = 0; i < c->n_shadows; i++)
         print_shadow(&c->shadows[i], out, "");
     return ferror(out) ? -1 : 0;
@@ -1486,7 +1567,8 @@ int tt_config_reference(FILE *out)
           "# file and the table agree.\n"
           "#\n"
           "# Syntax: [section], then key = value.  Comments start with # or ;\n"
-          "# (after a blank when on a value line).  Unknown sections and keys,\n"
+          "# (after a blank when on a value line; a value in quotes keeps\n"
+          "# them: \"a #b\").  Unknown sections and keys,\n"
           "# keys in the wrong section, keys set twice and bad values are errors\n"
           "# reported as FILE:LINE.  Every key has a command-line flag of the same\n"
           "# name with dashes: max_header_bytes = 64k is --max-header-bytes 64k;\n"

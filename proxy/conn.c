@@ -108,6 +108,43 @@ static void next_request(struct tt_conn *c);
 /* ------------------------------------------------------------------ */
 /* llhttp callbacks (request)                                          */
 
+/*
+ * Chunk framing counts against max_body_bytes: a chunk whose announced
+ * size would pass the limit is refused when its size line ends, before any
+ * of its data is forwarded, and chunk-extension bytes count as body bytes.
+ * In the dry run (no side effects) each is checked on its own, so a whole
+ * request read at once is refused with nothing forwarded.
+ */
+static int rq_on_chunk_header(llhttp_t *p)
+{
+    struct tt_conn *c = p->data;
+    uint64_t max = CFG(c)->max_body_bytes;
+
+    if (p->content_length > max ||
+        (!c->dry && p->content_length > max - c->body_bytes)) {
+        /* set in the dry run too: request_head() answers 413 for it */
+        c->body_too_big = 1;
+        llhttp_set_error_reason(p, "chunk size exceeds max_body_bytes");
+        return HPE_USER;
+    }
+    return 0;
+}
+
+static int rq_on_chunk_ext(llhttp_t *p, const char *at, size_t len)
+{
+    struct tt_conn *c = p->data;
+    uint64_t max = CFG(c)->max_body_bytes;
+
+    (void)at;
+    if (len > max || (!c->dry && (c->body_bytes += len) > max)) {
+        if (!c->dry)
+            c->body_too_big = 1;
+        llhttp_set_error_reason(p, "chunk extension exceeds max_body_bytes");
+        return HPE_USER;
+    }
+    return 0;
+}
+
 static int rq_on_url(llhttp_t *p, const char *at, size_t len)
 {
     struct tt_conn *c = p->data;
@@ -171,6 +208,9 @@ static void settings_init(void)
     rq_settings.on_headers_complete = rq_on_headers_complete;
     rq_settings.on_body = rq_on_body;
     rq_settings.on_message_complete = rq_on_message_complete;
+    rq_settings.on_chunk_header = rq_on_chunk_header;
+    rq_settings.on_chunk_extension_name = rq_on_chunk_ext;
+    rq_settings.on_chunk_extension_value = rq_on_chunk_ext;
 }
 
 /* ------------------------------------------------------------------ */
@@ -466,7 +506,8 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
     c->req.api = tt_api_detect(c->rqh.buf + c->rqh.target, c->rqh.tlen);
     client_request_id(c);
 
-    if ((why = tt_head_framing_error(&c->rqh)) != NULL) {
+    if ((why = tt_head_check(&c->rqh, TT_HEAD_REQUEST, c->rqp.http_major,
+                              c->rqp.http_minor)) != NULL) {
         fail_request(c, 400, "bad_request", why);
         return -1;
     }
@@ -487,7 +528,10 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
         return -1;
     }
     if ((why = dry_run(c, in)) != NULL) {
-        fail_request(c, 400, "bad_request", why);
+        if (c->body_too_big)
+            fail_request(c, 413, "payload_too_large", why);
+        else
+            fail_request(c, 400, "bad_request", why);
         return -1;
     }
 

@@ -476,7 +476,8 @@ static int response_head(struct tt_leg *l)
 
     l->req->ts[TT_TS_RESPONSE_HEADERS] = l->now;
     evtimer_del(l->timer);
-    if ((why = tt_head_framing_error(&l->rsh)) != NULL) {
+    if ((why = tt_head_check(&l->rsh, TT_HEAD_RESPONSE, l->rsp.http_major,
+                             l->rsp.http_minor)) != NULL) {
         leg_fail(l, 502, "upstream_bad_response", why);
         return -1;
     }
