@@ -145,8 +145,7 @@ static void jw_double(struct jw *w, double v)
     jw_raw(w, tmp, (size_t)n);
 }
 
-/* length of the valid UTF-8 sequence at <s> (n bytes left), 0 if invalid */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t tt_utf8_len(const unsigned char *s, size_t n)
 {
     unsigned char c = s[0];
     size_t len;
@@ -213,7 +212,7 @@ static void jw_strn(struct jw *w, const char *str, size_t n)
                 jw_raw(w, e, 6);
             i++;
         } else {
-            size_t l = utf8_len(s + i, n - i);
+            size_t l = tt_utf8_len(s + i, n - i);
             if (l == 0) {
                 jw_lit(w, "\\ufffd");
                 i++;
@@ -256,21 +255,23 @@ static int secret_param(const char *name, size_t n)
     return 0;
 }
 
-/* the path with values of secret query parameters replaced by REDACTED */
-static void jw_path(struct jw *w, const char *path)
+size_t tt_record_redact_path(const char *path, char *buf, size_t bufsize)
 {
     const char *q = strchr(path, '?');
-    if (q == NULL) {
-        jw_str(w, path);
-        return;
-    }
+    const char *p;
+    size_t o = 0, cap;
 
-    char buf[sizeof(((struct tt_request *)0)->path) + 64];
-    size_t o = 0, cap = sizeof(buf) - 1;
-    const char *p = q + 1;
-
+    if (bufsize == 0)
+        return 0;
+    cap = bufsize - 1;
 #define PUT(s, n) do { size_t _n = (n); if (o + _n > cap) _n = cap - o; \
                        memcpy(buf + o, (s), _n); o += _n; } while (0)
+    if (q == NULL) {
+        PUT(path, strlen(path));
+        buf[o] = '\0';
+        return o;
+    }
+    p = q + 1;
     PUT(path, (size_t)(p - path));
     while (*p != '\0') {
         const char *amp = strchr(p, '&');
@@ -288,7 +289,17 @@ static void jw_path(struct jw *w, const char *path)
         p = amp + 1;
     }
 #undef PUT
-    jw_strn(w, buf, o);
+    buf[o] = '\0';
+    return o;
+}
+
+/* the path with values of secret query parameters replaced by REDACTED */
+static void jw_path(struct jw *w, const char *path)
+{
+    char buf[TT_RECORD_PATH_MAX];
+    size_t n = tt_record_redact_path(path, buf, sizeof(buf));
+
+    jw_strn(w, buf, n);
 }
 
 static int64_t wall_of(const struct tt_request *r, uint64_t mono)

@@ -48,6 +48,18 @@ char *tt_record_format(const struct tt_request *r,
                        const struct tt_metric_values *m, const char *source,
                        const struct tt_slo_result *slo, size_t *len);
 
+/*
+ * <path> with the values of secret query parameters (key, api_key,
+ * access_token, token, sig, ...: Gemini's ?key=) replaced by REDACTED, as
+ * records show it; the access log uses the same.  Writes at most
+ * <bufsize> - 1 bytes and a NUL into <buf>; returns the length.
+ */
+#define TT_RECORD_PATH_MAX (sizeof(((struct tt_request *)0)->path) + 64)
+size_t tt_record_redact_path(const char *path, char *buf, size_t bufsize);
+
+/* length of the valid UTF-8 sequence at <s> (<n> bytes left), 0 if invalid */
+size_t tt_utf8_len(const unsigned char *s, size_t n);
+
 struct tt_recorder;
 
 /*

@@ -42,6 +42,8 @@ _Static_assert(sizeof(((struct tt_config_model_slo *)0)->model) ==
                TT_SLO_MODEL_LEN, "model name buffers agree");
 _Static_assert(TT_THINK_AUTO == 0 && TT_THINK_ON == 1 && TT_THINK_OFF == 2,
                "think_names[] follows enum tt_think_mode");
+_Static_assert(TT_LOG_LOGFMT == 0 && TT_LOG_JSON == 1,
+               "log_format_names[] follows enum tt_log_format");
 
 enum sect { S_PROXY, S_UPSTREAM, S_TLS, S_ADMIN, S_RECORD, S_SLO, S_LIMITS,
             S__COUNT };
@@ -79,6 +81,7 @@ struct opt {
 };
 
 static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
+static const char *const log_format_names[] = { "logfmt", "json", NULL };
 static const char *const think_names[] = { "auto", "on", "off", NULL };
 
 static int check_listen(const char *v, char *err, size_t errlen);
@@ -103,6 +106,13 @@ static const struct opt opts[] = {
       "event-loop threads (SO_REUSEPORT), 1..256" },
     { "log_level", S_PROXY, T_ENUM, F(log_level), "info", "LEVEL", 0, 0,
       log_names, NULL, "log verbosity: error, warn, info or debug" },
+    { "log_format", S_PROXY, T_ENUM, F(log_format), "logfmt", "FORMAT", 0, 0,
+      log_format_names, NULL,
+      "log and access log lines: logfmt or json" },
+    { "log_file", S_PROXY, T_STR, F(log_file), "", "FILE", 0, 0, NULL, NULL,
+      "log to FILE (reopened on SIGHUP), empty = stderr" },
+    { "access_log", S_PROXY, T_STR, F(access_log), "", "FILE", 0, 0, NULL,
+      NULL, "a line per request (reopened on SIGHUP), - = stdout" },
     { "think_tags", S_PROXY, T_ENUM, F(think_tags), "auto", "MODE", 0, 0,
       think_names, NULL,
       "<think>..</think> as reasoning: auto, on, off" },

@@ -21,12 +21,16 @@ struct tt_config_model_slo {
 };
 
 enum tt_log_level { TT_LOG_ERROR = 0, TT_LOG_WARN, TT_LOG_INFO, TT_LOG_DEBUG };
+enum tt_log_format { TT_LOG_LOGFMT = 0, TT_LOG_JSON };
 
 struct tt_config {
     /* [proxy] */
     char     listen[256];           /* "127.0.0.1:8080" */
     int      workers;               /* 1 */
     int      log_level;             /* enum tt_log_level, "info" */
+    int      log_format;            /* enum tt_log_format, "logfmt" */
+    char     log_file[TT_PATH_MAX]; /* "" = stderr */
+    char     access_log[TT_PATH_MAX]; /* "" = none, "-" = stdout */
     int      think_tags;            /* enum tt_think_mode, "auto" */
     int      add_request_id;        /* add X-Request-Id upstream when absent: 0 */
     unsigned drain_timeout_ms;      /* SIGTERM grace period: 30000 */
