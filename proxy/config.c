@@ -29,6 +29,7 @@
 
 #include "metrics/slo.h"
 #include "proxy/config.h"
+#include "proxy/man.h"
 #include "proxy/stream.h"
 #include "proxy/url.h"
 
@@ -1014,6 +1015,15 @@ int tt_config_slo_set(const struct tt_config *c, struct tt_slo_set *set,
 
 /* --------------------------------------------------------------- output */
 
+/* the options that are not config keys (parsed in tt_config_args) */
+static const struct { const char *flag, *meta, *help; } general[] = {
+    { "--config", "FILE", "read FILE first (see tokentap.conf)" },
+    { "--help, -h", NULL, "this text" },
+    { "--version, -V", NULL, "print the version" },
+    { "--print-config-reference", NULL, "print the commented reference config" },
+};
+#define N_GENERAL (sizeof(general) / sizeof(general[0]))
+
 void tt_config_usage(FILE *out)
 {
     fputs("Usage:\n"
@@ -1031,12 +1041,13 @@ void tt_config_usage(FILE *out)
           "Sizes take k, m or g (KiB, MiB, GiB); durations need a unit: ms, s\n"
           "or m (10s).\n"
           "\n"
-          "General:\n"
-          "  --config FILE                   read FILE first (see tokentap.conf)\n"
-          "  --help, -h                      this text\n"
-          "  --version, -V                   print the version\n"
-          "  --print-config-reference        print the commented reference config\n",
-          out);
+          "General:\n", out);
+    for (size_t i = 0; i < N_GENERAL; i++) {
+        char left[80];
+        snprintf(left, sizeof(left), "%s%s%s", general[i].flag,
+                 general[i].meta ? " " : "", general[i].meta ? general[i].meta : "");
+        fprintf(out, "  %-31s %s\n", left, general[i].help);
+    }
     for (int s = 0; s < S__COUNT; s++) {
         fprintf(out, "\n[%s] %s:\n", sect_names[s], sect_help[s]);
         for (size_t i = 0; i < N_OPTS; i++) {
@@ -1138,5 +1149,44 @@ int tt_config_reference(FILE *out)
           "#\n"
           "# [slo.meta-llama/Llama-3.1-8B-Instruct]\n"
           "# goodput = time_to_first_token:300 inter_token_latency:30\n", out);
+    return ferror(out) ? -1 : 0;
+}
+
+int tt_config_man(FILE *out)
+{
+    fputs(".SH OPTIONS\n.SS General\n", out);
+    for (size_t i = 0; i < N_GENERAL; i++)
+        tt_man_option(out, general[i].flag, general[i].meta, general[i].help);
+    for (int s = 0; s < S__COUNT; s++) {
+        fprintf(out, ".SS [%s]\n", sect_names[s]);
+        tt_man_text(out, sect_help[s]);
+        fputs(".\n", out);
+        for (size_t i = 0; i < N_OPTS; i++) {
+            const struct opt *o = &opts[i];
+            char flag[64], help[512];
+
+            if (o->sect != s)
+                continue;
+            flag_name(o->key, flag, sizeof(flag));
+            if (o->check == check_upstream)
+                snprintf(help, sizeof(help), "%s (required; key %s)", o->help,
+                         o->key);
+            else if (o->def[0] && o->type != T_BOOL)
+                snprintf(help, sizeof(help), "%s (key %s, default %s)", o->help,
+                         o->key, o->def);
+            else
+                snprintf(help, sizeof(help), "%s (key %s)", o->help, o->key);
+            tt_man_option(out, flag, o->meta, help);
+        }
+        if (s == S_SLO) {
+            fputs(".PP\nPer-model SLOs: a \\fB[slo.\\fIMODEL\\fB]\\fR section with a\n"
+                  "\\fBgoodput\\fR key in the configuration file.\n", out);
+        }
+    }
+    fputs(".SS Goodput SPEC\n"
+          "Space-separated \\fITAG\\fR:\\fIVALUE\\fR, values in ms (tokens/s for\n"
+          "output_token_throughput_per_user, tokens for counts); aliases ttft,\n"
+          "ttfo, itl, tpot, e2el.  A request is good when it is not an error and\n"
+          "meets every constraint (<=, or >= for throughput).\n", out);
     return ferror(out) ? -1 : 0;
 }

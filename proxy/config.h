@@ -110,6 +110,9 @@ int tt_config_dump(const struct tt_config *c, FILE *out);
  */
 int tt_config_reference(FILE *out);
 
+/* the OPTIONS section of tokentap(1), from the same table (proxy/man.c) */
+int tt_config_man(FILE *out);
+
 /*
  * Build the SLO set of <c>: [slo] goodput as the default, one entry per
  * [slo.MODEL].  Returns 0, or -1 with <err> set.

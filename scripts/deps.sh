@@ -4,7 +4,7 @@
 set -u
 
 PKGS="build-essential clang pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
-libcmocka-dev node-llhttp curl openssl python3 prometheus"
+libcmocka-dev node-llhttp curl openssl python3 prometheus groff-base postgresql"
 
 missing=""
 have_hdr() { [ -f "/usr/include/$1" ] || [ -f "/usr/include/x86_64-linux-gnu/$1" ] || \
@@ -17,7 +17,9 @@ have_hdr cmocka.h                 || missing="$missing libcmocka-dev"
 if ! pkg-config --exists libllhttp 2>/dev/null && [ ! -f /usr/share/llhttp/llhttp.c ]; then
     missing="$missing node-llhttp"
 fi
-for tool in cc clang make pkg-config curl openssl python3 promtool prometheus; do
+# PostgreSQL's server binaries (initdb, pg_ctl) are not on PATH in Debian
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
+for tool in cc clang make pkg-config curl openssl python3 promtool prometheus groff psql; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
 
