@@ -149,7 +149,8 @@ install: all
 
 # the Debian package, ../tokentap_VERSION_ARCH.deb (debian/; needs
 # dpkg-dev, debhelper and the Build-Depends: apt-get build-dep .)
-deb:
+deb: deps
+	@sh scripts/deps.sh deb
 	dpkg-buildpackage -us -uc -b
 
 clean:

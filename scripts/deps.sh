@@ -7,6 +7,12 @@ PKGS="build-essential clang pkg-config libevent-dev libssl-dev libcjson-dev libi
 libcmocka-dev node-llhttp curl openssl python3 prometheus groff-base postgresql"
 
 missing=""
+# `sh scripts/deps.sh deb`: what `make deb` needs on top (dpkg-buildpackage, dh)
+if [ "${1:-}" = deb ]; then
+    PKGS="dpkg-dev debhelper"
+    command -v dpkg-buildpackage >/dev/null 2>&1 || missing="$missing dpkg-dev"
+    command -v dh >/dev/null 2>&1 || missing="$missing debhelper"
+else
 have_hdr() { [ -f "/usr/include/$1" ] || [ -f "/usr/include/x86_64-linux-gnu/$1" ] || \
              [ -f "/usr/include/aarch64-linux-gnu/$1" ]; }
 have_hdr event2/bufferevent_ssl.h || missing="$missing libevent-dev"
@@ -22,6 +28,7 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgre
 for tool in cc clang make pkg-config curl openssl python3 promtool prometheus groff psql; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
+fi
 
 [ -z "$missing" ] && exit 0
 
