@@ -519,7 +519,7 @@ static int open_path(const char *path, char *err, size_t errlen)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (fd < 0 && err != NULL)
-        snprintf(err, errlen, "record file '%s': %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
     return fd;
 }
 

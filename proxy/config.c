@@ -989,6 +989,12 @@ int tt_config_check(const struct tt_config *c, char *err, size_t errlen)
         snprintf(err, errlen, "--tls-client-ca: needs --tls-cert and --tls-key");
         return -1;
     }
+    /* two writers on one stdout would interleave records and access lines */
+    if (strcmp(c->access_log, "-") == 0 && strcmp(c->record, "-") == 0) {
+        snprintf(err, errlen, "--access-log: stdout (-) is already taken by "
+                 "--record -");
+        return -1;
+    }
     /* the same address twice would serve admin on the proxy port; port 0
      * (any free port) gives two different ports */
     if (strcmp(c->admin, "off") != 0 && strcmp(c->admin, c->listen) == 0 &&

@@ -174,3 +174,21 @@ def test_log_level_filters(t):
     px.signal(signal.SIGHUP)
     t.eq(px.stop(), 0, "exit status")
     t.eq(read_lines(log), [], "no line below error")
+
+
+def test_unopenable_log_files_fail_start_with_reason(t):
+    """a log file or access log that cannot be opened stops the start with
+    the flag, the path and the reason (exit 1); both on stdout is refused"""
+    sim = t.sim()
+    missing = os.path.join(t.tmp, "no-such-dir", "x.log")
+    for flag in ("--log-file", "--access-log"):
+        px = t.proxy(sim.url, extra=[flag, missing], expect_rc=1, wait=False)
+        t.eq(px.wait(10 * t.slow), 1, f"{flag}: exit status")
+        err = px.stderr().decode()
+        t.check(f"{flag}: cannot open '{missing}': No such file or directory" in err,
+                f"{flag}: the reason on stderr: {err!r}")
+    px = t.proxy(sim.url, record=False, extra=["--record", "-", "--access-log", "-"],
+                 expect_rc=2, wait=False)
+    t.eq(px.wait(10 * t.slow), 2, "--record - with --access-log -: exit status")
+    t.check(b"--access-log: stdout (-) is already taken by --record -" in px.stderr(),
+            f"the conflict named: {px.stderr()!r}")
