@@ -10,7 +10,10 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +26,11 @@ static int log_fd = STDERR_FILENO;
 static char log_path[TT_PATH_MAX];
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
+/* syslog priorities (sd-daemon.h SD_ERR ... SD_DEBUG) of the levels */
+static const char *const journal_prio[] = { "<3>", "<4>", "<6>", "<7>" };
+
+/* stderr is the journal's stream: JOURNAL_STREAM names its device:inode */
+static int to_journal;
 
 /* ---- the line builder -------------------------------------------------- */
 
@@ -206,12 +214,31 @@ static int open_log(const char *path, char *err, size_t errlen)
     return fd;
 }
 
+/*
+ * Under systemd, stderr connected to the journal: each line then starts
+ * with its syslog priority ("<3>" for errors), which journald strips and
+ * keeps as the entry's PRIORITY (journalctl -p err).  Any other stderr
+ * (a terminal, a file, a pipe) gets the bare line.
+ */
+static void detect_journal(void)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+
+    to_journal = js != NULL && sscanf(js, "%llu:%llu", &dev, &ino) == 2 &&
+                 fstat(STDERR_FILENO, &st) == 0 &&
+                 (unsigned long long)st.st_dev == dev &&
+                 (unsigned long long)st.st_ino == ino;
+}
+
 int tt_log_open(const char *path, char *err, size_t errlen)
 {
     int fd;
 
     if (path[0] == '\0') {
         tt_log_close();
+        detect_journal();
         return 0;
     }
     if (strlen(path) >= sizeof(log_path)) {
@@ -254,6 +281,7 @@ void tt_log_close(void)
         close(log_fd);
     log_fd = STDERR_FILENO;
     log_path[0] = '\0';
+    to_journal = 0;
 }
 
 void tt_log(int level, const char *fmt, ...)
@@ -274,11 +302,20 @@ void tt_log(int level, const char *fmt, ...)
         n = 0;
     if (n >= (int)sizeof(msg))
         n = (int)sizeof(msg) - 1;
+    level = level < 0 ? 0 : level > 3 ? 3 : level;
     tt_logline_begin(&l, tt_log_format,
                      (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
-    tt_logline_str(&l, "level", level_names[level < 0 ? 0 : level > 3 ? 3 : level]);
+    tt_logline_str(&l, "level", level_names[level]);
     tt_logline_strn(&l, "msg", msg, (size_t)n);
     tt_logline_end(&l);
+    if (to_journal && log_fd == STDERR_FILENO) {
+        struct iovec iov[2] = { { (void *)journal_prio[level], 3 },
+                                { l.buf, l.len } };
+        if (writev(log_fd, iov, 2) < 0) {
+            /* nowhere left to report a failed log write */
+        }
+        return;
+    }
     if (write(log_fd, l.buf, l.len) < 0) {
         /* nowhere left to report a failed log write */
     }

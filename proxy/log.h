@@ -7,6 +7,10 @@
  *   logfmt: ts=2026-05-01T12:00:00.123Z level=info msg="listening on ..."
  *   json:   {"ts":"2026-05-01T12:00:00.123Z","level":"info","msg":"..."}
  *
+ * When stderr is the systemd journal's stream (JOURNAL_STREAM), each line
+ * is prefixed with its syslog priority ("<3>".."<7>"), which journald
+ * turns into the entry's PRIORITY.
+ *
  * The line builder (struct tt_logline) is also what the access log
  * (proxy/access.c) writes its lines with, so both logs share one format.
  */
@@ -23,8 +27,9 @@ extern int tt_log_format;   /* enum tt_log_format; default TT_LOG_LOGFMT */
 
 /*
  * Send the log to <path> (appended, created 0640), or to stderr when
- * <path> is empty.  Returns 0, or -1 with <err> set (the log stays where it
- * was).  Call before the workers start.
+ * <path> is empty (and find out whether stderr is the journal).  Returns
+ * 0, or -1 with <err> set (the log stays where it was).  Call before the
+ * workers start.
  */
 int tt_log_open(const char *path, char *err, size_t errlen);
 

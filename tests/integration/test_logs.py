@@ -192,3 +192,50 @@ def test_unopenable_log_files_fail_start_with_reason(t):
     t.eq(px.wait(10 * t.slow), 2, "--record - with --access-log -: exit status")
     t.check(b"--access-log: stdout (-) is already taken by --record -" in px.stderr(),
             f"the conflict named: {px.stderr()!r}")
+
+
+def start_with_stderr_stream(t, name, argv, journal_of, rc=0):
+    """a Proc whose stderr file is created first, so that JOURNAL_STREAM can
+    name it (<journal_of> = that file) or another file, as systemd would;
+    with <rc> != 0 the process is expected to exit by itself"""
+    err_path = os.path.join(t.tmp, f"{name}.stderr")
+    with open(err_path, "wb"):
+        pass
+    st = os.stat(journal_of(err_path))
+    os.environ["JOURNAL_STREAM"] = f"{st.st_dev}:{st.st_ino}"
+    try:
+        p = harness.Proc(t, name, argv, expect_rc=rc)   # reopens err_path: same inode
+    finally:
+        del os.environ["JOURNAL_STREAM"]
+    if rc:
+        t.eq(p.wait(10 * t.slow), rc, f"{name}: exit status")
+        return p.stderr().decode().splitlines()
+    harness.wait_until(lambda: b"listening on" in p.stderr(), 10 * t.slow,
+                       what=f"{name}: the start-up line")
+    p.signal(signal.SIGTERM)
+    t.eq(p.wait(10 * t.slow), 0, f"{name}: exit status")
+    return p.stderr().decode().splitlines()
+
+
+def test_journal_stream_gets_syslog_priorities(t):
+    """stderr that is the journal's stream (JOURNAL_STREAM = its dev:inode)
+    gets each line prefixed with the level's syslog priority; any other
+    stderr gets the bare line"""
+    sim = t.sim()
+    argv = [os.path.join(t.build, "tokentap"), "--listen", "127.0.0.1:0", "--admin", "off",
+            "--upstream", sim.url]
+    lines = start_with_stderr_stream(t, "journal", argv, lambda p: p)
+    t.check(len(lines) >= 3, f"start, SIGTERM and exit lines: {lines}")
+    for ln in lines:
+        t.check(ln.startswith("<6>ts=") and " level=info " in ln, f"info at priority 6: {ln!r}")
+    bad = os.path.join(t.tmp, "no-such-dir", "access.log")
+    lines = start_with_stderr_stream(t, "journal-err", argv + ["--access-log", bad],
+                                     lambda p: p, rc=1)
+    t.check(any(ln.startswith("<3>ts=") and " level=error " in ln and "--access-log" in ln
+                for ln in lines), f"the error at priority 3: {lines}")
+    other = os.path.join(t.tmp, "not-stderr")
+    with open(other, "wb"):
+        pass
+    lines = start_with_stderr_stream(t, "plain", argv, lambda p: other)
+    for ln in lines:
+        t.check(ln.startswith("ts="), f"no priority when stderr is not the journal: {ln!r}")
