@@ -145,8 +145,7 @@ static void jw_double(struct jw *w, double v)
     jw_raw(w, tmp, (size_t)n);
 }
 
-/* length of the valid UTF-8 sequence at <s> (n bytes left), 0 if invalid */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t tt_utf8_len(const unsigned char *s, size_t n)
 {
     unsigned char c = s[0];
     size_t len;
@@ -213,7 +212,7 @@ static void jw_strn(struct jw *w, const char *str, size_t n)
                 jw_raw(w, e, 6);
             i++;
         } else {
-            size_t l = utf8_len(s + i, n - i);
+            size_t l = tt_utf8_len(s + i, n - i);
             if (l == 0) {
                 jw_lit(w, "\\ufffd");
                 i++;
@@ -256,12 +255,15 @@ static int secret_param(const char *name, size_t n)
     return 0;
 }
 
-size_t tt_record_redact_path(const char *path, char *buf, size_t size)
+size_t tt_record_redact_path(const char *path, char *buf, size_t bufsize)
 {
     const char *q = strchr(path, '?');
-    size_t o = 0, cap = size - 1;
     const char *p;
+    size_t o = 0, cap;
 
+    if (bufsize == 0)
+        return 0;
+    cap = bufsize - 1;
 #define PUT(s, n) do { size_t _n = (n); if (o + _n > cap) _n = cap - o; \
                        memcpy(buf + o, (s), _n); o += _n; } while (0)
     if (q == NULL) {
@@ -548,7 +550,7 @@ static int open_path(const char *path, char *err, size_t errlen)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (fd < 0 && err != NULL)
-        snprintf(err, errlen, "record file '%s': %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
     return fd;
 }
 

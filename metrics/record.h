@@ -48,16 +48,18 @@ char *tt_record_format(const struct tt_request *r,
                        const struct tt_metric_values *m, const char *source,
                        const struct tt_slo_result *slo, size_t *len);
 
-/* room for a redacted request path (tt_request.path plus REDACTED markers) */
-#define TT_RECORD_PATH_MAX (sizeof(((struct tt_request *)0)->path) + 64)
-
 /*
- * <path> with the values of secret query parameters (key, api_key, token,
- * signature...) replaced by REDACTED, as records write it; NUL-terminated in
- * <buf> of <size> >= 1 bytes (truncated to fit), returns its length.  Also
- * used by the recent-request ring (metrics/recent.c).
+ * <path> with the values of secret query parameters (key, api_key,
+ * access_token, token, sig, ...: Gemini's ?key=) replaced by REDACTED, as
+ * records show it; the access log, the log and the recent-request ring
+ * (metrics/recent.c) use the same.  Writes at most <bufsize> - 1 bytes and
+ * a NUL into <buf>; returns the length.
  */
-size_t tt_record_redact_path(const char *path, char *buf, size_t size);
+#define TT_RECORD_PATH_MAX (sizeof(((struct tt_request *)0)->path) + 64)
+size_t tt_record_redact_path(const char *path, char *buf, size_t bufsize);
+
+/* length of the valid UTF-8 sequence at <s> (<n> bytes left), 0 if invalid */
+size_t tt_utf8_len(const unsigned char *s, size_t n);
 
 /* the last instant <r> was seen alive (monotonic ns): request_end_ns */
 uint64_t tt_record_end_mono(const struct tt_request *r);

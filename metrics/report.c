@@ -156,7 +156,7 @@ struct ropts {
     const char  *slice_arg;
 };
 
-static void usage(FILE *out)
+int tt_report_usage(FILE *out)
 {
     fprintf(out,
 "usage: tokentap report RECORDS.jsonl [MORE.jsonl ...] [options]\n"
@@ -218,6 +218,7 @@ static void usage(FILE *out)
 "Exit status: 0 ok, 1 an output could not be written or an input failed\n"
 "mid-read, 2 bad arguments or unreadable input.\n",
             TT_RPT_DEFAULT_MAX_EXACT);
+    return ferror(out) ? -1 : 0;
 }
 
 static int bad(const char *fmt, const char *a, const char *b)
@@ -253,7 +254,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         char name[32];
 
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
+            tt_report_usage(stdout);
             return 1;
         }
         if (strcmp(a, "-") == 0 || a[0] != '-') {

@@ -56,8 +56,12 @@ void tt_request_init(struct tt_request *r)
 
 void tt_request_reset(struct tt_request *r)
 {
+    char client[sizeof(r->client)];
+
+    memcpy(client, r->client, sizeof(client));      /* the connection's */
     free(r->token_ts);
     tt_request_init(r);
+    memcpy(r->client, client, sizeof(client));
 }
 
 int tt_request_token(struct tt_request *r, uint64_t ts)

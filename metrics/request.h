@@ -117,6 +117,8 @@ struct tt_request {
     uint32_t  cap_token_ts;
 
     char     request_id[128];
+    char     client[48];        /* client address, for the access log: set
+                                 * once per connection, kept by reset */
     char     method[16];
     char     path[512];
     char     model[128];        /* from the request body (inspector) */

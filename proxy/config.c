@@ -32,6 +32,7 @@
 #include "metrics/semconv.h"
 #include "metrics/slo.h"
 #include "proxy/config.h"
+#include "proxy/man.h"
 #include "proxy/stream.h"
 #include "proxy/url.h"
 
@@ -45,6 +46,8 @@ _Static_assert(sizeof(((struct tt_config_model_slo *)0)->model) ==
                TT_SLO_MODEL_LEN, "model name buffers agree");
 _Static_assert(TT_THINK_AUTO == 0 && TT_THINK_ON == 1 && TT_THINK_OFF == 2,
                "think_names[] follows enum tt_think_mode");
+_Static_assert(TT_LOG_LOGFMT == 0 && TT_LOG_JSON == 1,
+               "log_format_names[] follows enum tt_log_format");
 
 enum sect { S_PROXY, S_UPSTREAM, S_TLS, S_ADMIN, S_RECORD, S_SLO, S_LIMITS,
             S__COUNT };
@@ -83,6 +86,7 @@ struct opt {
 };
 
 static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
+static const char *const log_format_names[] = { "logfmt", "json", NULL };
 static const char *const think_names[] = { "auto", "on", "off", NULL };
 static const char *const cancel_names[] = { "cancel", "finish", NULL };
 
@@ -112,6 +116,13 @@ static const struct opt opts[] = {
       "event-loop threads (SO_REUSEPORT), 1..256" },
     { "log_level", S_PROXY, T_ENUM, F(log_level), "info", "LEVEL", 0, 0,
       log_names, NULL, "log verbosity: error, warn, info or debug" },
+    { "log_format", S_PROXY, T_ENUM, F(log_format), "logfmt", "FORMAT", 0, 0,
+      log_format_names, NULL,
+      "log and access log lines: logfmt or json" },
+    { "log_file", S_PROXY, T_STR, F(log_file), "", "FILE", 0, 0, NULL, NULL,
+      "log to FILE (reopened on SIGHUP), empty = stderr" },
+    { "access_log", S_PROXY, T_STR, F(access_log), "", "FILE", 0, 0, NULL,
+      NULL, "a line per request (reopened on SIGHUP), - = stdout" },
     { "think_tags", S_PROXY, T_ENUM, F(think_tags), "auto", "MODE", 0, 0,
       think_names, NULL,
       "<think>..</think> as reasoning: auto, on, off" },
@@ -1371,6 +1382,12 @@ int tt_config_check(const struct tt_config *c, char *err, size_t errlen)
             return -1;
         }
     }
+    /* two writers on one stdout would interleave records and access lines */
+    if (strcmp(c->access_log, "-") == 0 && strcmp(c->record, "-") == 0) {
+        snprintf(err, errlen, "--access-log: stdout (-) is already taken by "
+                 "--record -");
+        return -1;
+    }
     /* the same address twice would serve admin on the proxy port; port 0
      * (any free port) gives two different ports */
     if (strcmp(c->admin, "off") != 0 && strcmp(c->admin, c->listen) == 0 &&
@@ -1397,6 +1414,15 @@ int tt_config_slo_set(const struct tt_config *c, struct tt_slo_set *set,
 
 /* --------------------------------------------------------------- output */
 
+/* the options that are not config keys (parsed in tt_config_args) */
+static const struct { const char *flag, *meta, *help; } general[] = {
+    { "--config", "FILE", "read FILE first (see tokentap.conf)" },
+    { "--help, -h", NULL, "this text" },
+    { "--version, -V", NULL, "print the version" },
+    { "--print-config-reference", NULL, "print the commented reference config" },
+};
+#define N_GENERAL (sizeof(general) / sizeof(general[0]))
+
 void tt_config_usage(FILE *out)
 {
     fputs("Usage:\n"
@@ -1414,12 +1440,13 @@ void tt_config_usage(FILE *out)
           "Sizes take k, m or g (KiB, MiB, GiB); durations need a unit: ms, s\n"
           "or m (10s).\n"
           "\n"
-          "General:\n"
-          "  --config FILE                   read FILE first (see tokentap.conf)\n"
-          "  --help, -h                      this text\n"
-          "  --version, -V                   print the version\n"
-          "  --print-config-reference        print the commented reference config\n",
-          out);
+          "General:\n", out);
+    for (size_t i = 0; i < N_GENERAL; i++) {
+        char left[80];
+        snprintf(left, sizeof(left), "%s%s%s", general[i].flag,
+                 general[i].meta ? " " : "", general[i].meta ? general[i].meta : "");
+        fprintf(out, "  %-31s %s\n", left, general[i].help);
+    }
     for (int s = 0; s < S__COUNT; s++) {
         fprintf(out, "\n[%s] %s:\n", sect_names[s], sect_help[s]);
         for (size_t i = 0; i < N_OPTS; i++) {
@@ -1609,5 +1636,44 @@ int tt_config_reference(FILE *out)
         fputs("# set_header = Authorization: Bearer CANDIDATE-KEY\n"
               "# remove_header = X-Api-Key\n", out);
     }
+    return ferror(out) ? -1 : 0;
+}
+
+int tt_config_man(FILE *out)
+{
+    fputs(".SH OPTIONS\n.SS General\n", out);
+    for (size_t i = 0; i < N_GENERAL; i++)
+        tt_man_option(out, general[i].flag, general[i].meta, general[i].help);
+    for (int s = 0; s < S__COUNT; s++) {
+        fprintf(out, ".SS [%s]\n", sect_names[s]);
+        tt_man_text(out, sect_help[s]);
+        fputs(".\n", out);
+        for (size_t i = 0; i < N_OPTS; i++) {
+            const struct opt *o = &opts[i];
+            char flag[64], help[512];
+
+            if (o->sect != s)
+                continue;
+            flag_name(o->key, flag, sizeof(flag));
+            if (o->check == check_upstream)
+                snprintf(help, sizeof(help), "%s (required; key %s)", o->help,
+                         o->key);
+            else if (o->def[0] && o->type != T_BOOL)
+                snprintf(help, sizeof(help), "%s (key %s, default %s)", o->help,
+                         o->key, o->def);
+            else
+                snprintf(help, sizeof(help), "%s (key %s)", o->help, o->key);
+            tt_man_option(out, flag, o->meta, help);
+        }
+        if (s == S_SLO) {
+            fputs(".PP\nPer-model SLOs: a \\fB[slo.\\fIMODEL\\fB]\\fR section with a\n"
+                  "\\fBgoodput\\fR key in the configuration file.\n", out);
+        }
+    }
+    fputs(".SS Goodput SPEC\n"
+          "Space-separated \\fITAG\\fR:\\fIVALUE\\fR, values in ms (tokens/s for\n"
+          "output_token_throughput_per_user, tokens for counts); aliases ttft,\n"
+          "ttfo, itl, tpot, e2el.  A request is good when it is not an error and\n"
+          "meets every constraint (<=, or >= for throughput).\n", out);
     return ferror(out) ? -1 : 0;
 }

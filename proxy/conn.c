@@ -45,7 +45,9 @@
 #include <openssl/rand.h>
 
 #include "metrics/pairs.h"
+#include "metrics/record.h"
 #include "metrics/request.h"
+#include "proxy/access.h"
 #include "proxy/httphead.h"
 #include "proxy/inspect.h"
 #include "proxy/io.h"
@@ -308,8 +310,12 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
                      : status >= 400 && status < 500 ? "invalid_request_error"
                      : "proxy_error";
 
+    char path[TT_RECORD_PATH_MAX];
+
+    /* the log gets the path as records show it: no secrets */
+    tt_record_redact_path(c->req.path[0] ? c->req.path : "-", path, sizeof(path));
     tt_log_info("request %s %.64s: %d %s: %s", c->req.method[0] ? c->req.method : "-",
-                c->req.path[0] ? c->req.path : "-", status, type, msg);
+                path, status, type, msg);
     tt_leg_close(&c->pri);
     if (c->active) {
         /* a request cut off inside its head: keep what is known of it */
@@ -998,6 +1004,7 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
     c->stage = evbuffer_new();
     tt_head_init(&c->rqh, cfg->max_header_bytes, cfg->max_headers);
     tt_request_init(&c->req);
+    tt_access_peer(fd, c->req.client, sizeof(c->req.client));
     if (c->cbev == NULL || c->ctimer == NULL || c->stage == NULL ||
         tt_leg_init(&c->pri, w, &w->srv->targets[0], c, &c->req) < 0) {
         if (c->cbev)
