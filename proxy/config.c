@@ -1670,6 +1670,25 @@ int tt_config_man(FILE *out)
                   "\\fBgoodput\\fR key in the configuration file.\n", out);
         }
     }
+    fputs(".SS [shadow.NAME]\n"
+          "Candidate servers that get a copy of sampled requests; their responses\n"
+          "are decoded, timed and recorded, never sent to the client (see the\n"
+          "shadow documentation).  At most 4.\n.\n", out);
+    tt_man_option(out, "--shadow", "NAME=URL", "mirror to NAME at URL (repeatable)");
+    tt_man_option(out, "--shadow-set", "NAME.KEY=VALUE",
+                  "set any key below for shadow NAME (repeatable)");
+    for (size_t i = 0; i < N_SHADOW_OPTS; i++) {
+        const struct opt *o = &shadow_opts[i];
+        char help[512];
+        if (o->def[0] && o->type != T_BOOL)
+            snprintf(help, sizeof(help), "%s (default %s)", o->help, o->def);
+        else
+            snprintf(help, sizeof(help), "%s", o->help);
+        tt_man_option(out, o->key, o->meta, help);
+    }
+    tt_man_option(out, "set_header", "'NAME: VALUE'",
+                  "replace or add a request header (repeatable)");
+    tt_man_option(out, "remove_header", "NAME", "drop a request header (repeatable)");
     fputs(".SS Goodput SPEC\n"
           "Space-separated \\fITAG\\fR:\\fIVALUE\\fR, values in ms (tokens/s for\n"
           "output_token_throughput_per_user, tokens for counts); aliases ttft,\n"
