@@ -154,6 +154,9 @@ struct ropts {
     int          fmt;            /* enum rfmt */
     int64_t      slice_ns;       /* --slice-duration, 0 = none */
     const char  *slice_arg;
+    /* --compare-upstreams A,B: both sets from the same files, by upstream */
+    char         cmp_up[2][128];
+    struct tt_rfilter fb;        /* set B's filter then */
 };
 
 int tt_report_usage(FILE *out)
@@ -183,6 +186,10 @@ int tt_report_usage(FILE *out)
 "                     e.g. 2026-01-01T00:00:00Z)\n"
 "  --export DIR       write DIR/profile_export_aiperf.json and\n"
 "                     DIR/profile_export_aiperf.csv (AIPerf's layout)\n"
+"  --compare-upstreams A,B\n"
+"                     compare two upstreams of the same records (a shadow\n"
+"                     and its primary: primary,candidate) as --compare\n"
+"                     does, pairing the legs of each request by x_request_id\n"
 "  --compare B.jsonl  compare with a second record set (repeatable: more\n"
 "                     files of set B): both side by side with absolute and\n"
 "                     relative differences; requests present in both (same\n"
@@ -276,6 +283,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
             "--goodput", "--model", "--api", "--upstream", "--status",
             "--since", "--until", "--export", "--compare", "--trace",
             "--plot", "--max-exact", "--format", "--slice-duration",
+            "--compare-upstreams",
         };
         int k = -1;
         for (size_t j = 0; j < sizeof(known) / sizeof(known[0]); j++)
@@ -345,6 +353,18 @@ static int parse_args(int argc, char **argv, struct ropts *o)
             o->fmt = f;
             break;
         }
+        case 14: {
+            const char *comma = strchr(val, ',');
+            size_t la = comma ? (size_t)(comma - val) : 0;
+            if (comma == NULL || la == 0 || comma[1] == '\0' || strchr(comma + 1, ',') ||
+                la >= sizeof(o->cmp_up[0]) || strlen(comma + 1) >= sizeof(o->cmp_up[1]))
+                return bad("--compare-upstreams: expected A,B (two upstream names, "
+                           "e.g. primary,candidate), got '%s'%s", val, "");
+            memcpy(o->cmp_up[0], val, la);
+            o->cmp_up[0][la] = '\0';
+            strcpy(o->cmp_up[1], comma + 1);
+            break;
+        }
         case 13:
             if (tt_rpt_parse_duration(val, &o->slice_ns) < 0)
                 return bad("--slice-duration: '%s' is not a duration (e.g. 30s, 5m, 1h, 300; 1 ms to 366 d)%s",
@@ -357,6 +377,20 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         return bad("%s%s", "no record files given", "");
     if (o->f.since_ns > o->f.until_ns)
         return bad("%s%s", "--since is after --until", "");
+    if (o->cmp_up[0][0]) {
+        if (o->ncmp)
+            return bad("%s%s", "--compare-upstreams and --compare: one comparison at a time", "");
+        if (o->f.upstream)
+            return bad("%s%s", "--compare-upstreams and --upstream: the pair names the upstreams", "");
+        for (int i = 0; i < o->nfiles; i++)
+            if (strcmp(o->files[i], "-") == 0)
+                return bad("%s%s", "--compare-upstreams reads its files twice: give files, not -", "");
+        /* A and B: the same records, one upstream each (shadow legs and
+         * their primary share x_request_id, so they pair) */
+        o->fb = o->f;
+        o->f.upstream = o->cmp_up[0];
+        o->fb.upstream = o->cmp_up[1];
+    }
     return 0;
 }
 
@@ -2112,13 +2146,14 @@ int tt_report_main(int argc, char **argv)
         judge.have_spec = 1;
     }
 
+    int by_upstream = o.cmp_up[0][0] != '\0';
     a = malloc(sizeof(*a));
     ma = malloc(sizeof(*ma));
-    if (o.ncmp) {
+    if (o.ncmp || by_upstream) {
         b = malloc(sizeof(*b));
         mb = malloc(sizeof(*mb));
     }
-    if (a == NULL || ma == NULL || (o.ncmp && (b == NULL || mb == NULL))) {
+    if (a == NULL || ma == NULL || ((o.ncmp || by_upstream) && (b == NULL || mb == NULL))) {
         fprintf(stderr, "tokentap report: out of memory\n");
         free(a);
         free(b);
@@ -2126,15 +2161,22 @@ int tt_report_main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    tt_rset_init(a, o.ncmp ? "A" : "Records", o.max_exact, &o.f, &judge);
+    tt_rset_init(a, b ? "A" : "Records", o.max_exact, &o.f, &judge);
     if (b)
-        tt_rset_init(b, "B", o.max_exact, &o.f, &judge);
+        tt_rset_init(b, "B", o.max_exact, by_upstream ? &o.fb : &o.f, &judge);
     join(fa, sizeof(fa), o.files, o.nfiles);
     join(fb, sizeof(fb), o.cmp, o.ncmp);
+    if (by_upstream) {
+        char files[1024];
+        snprintf(files, sizeof(files), "%.1000s", fa);
+        snprintf(fa, sizeof(fa), "%s, upstream %s", files, o.cmp_up[0]);
+        snprintf(fb, sizeof(fb), "%s, upstream %s", files, o.cmp_up[1]);
+    }
 
     if ((rc = read_set(a, o.files, o.nfiles)) != 0)
         goto out;
-    if (b && (rc = read_set(b, o.cmp, o.ncmp)) != 0)
+    if (b && (rc = read_set(b, by_upstream ? o.files : o.cmp,
+                            by_upstream ? o.nfiles : o.ncmp)) != 0)
         goto out;
 
     summarize(a, ma);
