@@ -63,6 +63,7 @@ struct tt_config {
     char     access_log[TT_PATH_MAX]; /* "" = none, "-" = stdout */
     int      think_tags;            /* enum tt_think_mode, "auto" */
     int      add_request_id;        /* add X-Request-Id upstream when absent: 0 */
+    int      inject_usage;          /* --inject-usage (proxy/usagewire.c): 0 */
     unsigned drain_timeout_ms;      /* SIGTERM grace period: 30000 */
     /* [upstream] */
     char     upstream[TT_PATH_MAX]; /* URL, http:// or https://, optional base path */
