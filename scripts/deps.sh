@@ -4,7 +4,7 @@
 set -u
 
 PKGS="build-essential clang pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
-libcmocka-dev node-llhttp curl openssl python3 prometheus"
+libcmocka-dev libsystemd-dev node-llhttp curl openssl python3 prometheus systemd"
 
 missing=""
 have_hdr() { [ -f "/usr/include/$1" ] || [ -f "/usr/include/x86_64-linux-gnu/$1" ] || \
@@ -14,10 +14,11 @@ have_hdr openssl/ssl.h            || missing="$missing libssl-dev"
 have_hdr cjson/cJSON.h            || missing="$missing libcjson-dev"
 have_hdr ini.h                    || missing="$missing libinih-dev"
 have_hdr cmocka.h                 || missing="$missing libcmocka-dev"
+have_hdr systemd/sd-daemon.h      || missing="$missing libsystemd-dev"
 if ! pkg-config --exists libllhttp 2>/dev/null && [ ! -f /usr/share/llhttp/llhttp.c ]; then
     missing="$missing node-llhttp"
 fi
-for tool in cc clang make pkg-config curl openssl python3 promtool prometheus; do
+for tool in cc clang make pkg-config curl openssl python3 promtool prometheus systemd-analyze; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
 
@@ -28,7 +29,9 @@ if [ -r /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
         echo "tokentap: installing with apt-get: $PKGS"
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq && apt-get install -y -qq --no-install-recommends $PKGS >/dev/null || {
+        # wait for another apt-get holding the lock instead of failing
+        lock="-o DPkg::Lock::Timeout=900"
+        apt-get $lock update -qq && apt-get $lock install -y -qq --no-install-recommends $PKGS >/dev/null || {
             echo "tokentap: apt-get install failed" >&2; exit 1; }
         exit 0
     fi
