@@ -124,6 +124,7 @@ struct tt_agg {
     struct tt_wstats w;
     int              slo_seen;
     _Atomic int64_t  inflight;
+    _Atomic uint64_t started;   /* requests started, for the systemd status */
     struct tt_recorder *rec;
 };
 
@@ -385,6 +386,14 @@ void tt_agg_set_recorder(struct tt_agg *a, struct tt_recorder *rec)
 void tt_agg_inflight(struct tt_agg *a, int delta)
 {
     atomic_fetch_add(&a->inflight, delta);
+    if (delta > 0)
+        atomic_fetch_add_explicit(&a->started, (uint64_t)delta, memory_order_relaxed);
+}
+
+void tt_agg_counts(struct tt_agg *a, uint64_t *started, int64_t *inflight)
+{
+    *started = atomic_load_explicit(&a->started, memory_order_relaxed);
+    *inflight = atomic_load(&a->inflight);
 }
 
 /* ---- observe ------------------------------------------------------------- */

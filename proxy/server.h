@@ -16,6 +16,7 @@ struct tt_worker;
 struct tt_recorder;
 struct tt_admin;
 struct tt_tls_ctx;
+struct tt_sd;
 
 struct tt_server {
     struct tt_config    cfg;        /* owned copy */
@@ -27,6 +28,10 @@ struct tt_server {
     struct tt_recorder *rec;        /* owned, may be NULL */
     struct tt_admin    *admin;      /* owned, may be NULL */
     struct tt_tls_ctx  *tls;        /* owned, may be NULL */
+    struct tt_sd       *sd;         /* owned: systemd notifications */
+    int                 sd_fd;      /* socket passed by systemd until the
+                                       workers duplicated it, else -1 */
+    int                 activated;  /* the listener came from systemd */
 
     /* SLOs: replaced as a whole on SIGHUP, read under <slo_lock> */
     pthread_rwlock_t    slo_lock;

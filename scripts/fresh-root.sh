@@ -16,8 +16,10 @@
 # minbase + make + git; the package cache only saves downloads.
 #
 # Mounts (/proc, /sys, /dev, /dev/pts, ../shared, the package cache) are
-# undone by a trap on every exit path, and a root is only deleted once
-# nothing is mounted under it any more.
+# made in a private mount namespace (unshare), so they are invisible to the
+# rest of the machine and vanish with the script even if it is killed; a
+# trap also undoes them on every exit path, and a root is only deleted
+# once nothing is mounted under it any more.
 set -eu
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +31,11 @@ shared=$(cd "$repo/.." && pwd)/shared
 if [ "$(id -u)" != 0 ]; then
     echo "fresh-root: must run as root (debootstrap, chroot, mounts)" >&2
     exit 1
+fi
+# a private mount namespace: nothing mounted here is seen outside, and the
+# kernel drops it all when the last process of the namespace exits
+if [ -z "${TT_FRESH_ROOT_NS:-}" ]; then
+    TT_FRESH_ROOT_NS=1 exec unshare --mount --propagation private sh "$0" "$@"
 fi
 if ! command -v debootstrap >/dev/null 2>&1; then
     echo "fresh-root: installing debootstrap"

@@ -25,8 +25,7 @@ def check_error_shape(t, r, status):
 def test_upstream_refused_502(t):
     """upstream port closed: 502 in the OpenAI error shape, recorded as
     error type upstream_connect"""
-    dead = harness.free_port()
-    px = t.proxy(f"http://127.0.0.1:{dead}")
+    px = t.proxy(f"http://127.0.0.1:{t.dead_port()}")
     r = px.post("/v1/chat/completions", harness.chat_body({}))
     check_error_shape(t, r, 502)
     rec = px.records(1)[0]
