@@ -145,7 +145,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/tokentap $(DESTDIR)$(PREFIX)/share/tokentap
 	install -m 0755 $(BUILD)/tokentap $(BUILD)/tokentap-sim $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 conf/tokentap.conf $(DESTDIR)$(PREFIX)/share/tokentap/tokentap.conf
-	install -m 0644 systemd/tokentap.service $(DESTDIR)$(PREFIX)/share/tokentap/tokentap.service
+	install -m 0644 systemd/tokentap.service systemd/tokentap.socket $(DESTDIR)$(PREFIX)/share/tokentap/
 	install -d $(DESTDIR)$(PREFIX)/share/tokentap/prometheus
 	install -m 0644 conf/prometheus/*.yml $(DESTDIR)$(PREFIX)/share/tokentap/prometheus/
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/tokentap/
