@@ -38,6 +38,9 @@ struct tt_sd {
     uint64_t           wd_usec; /* 0: no watchdog */
     unsigned           nloops;
     int                stalled; /* a loop did not move at the last check */
+    int                stopping;/* draining: loops end one by one, so the
+                                   liveness check is over (systemd stops the
+                                   watchdog on STOPPING=1 too) */
     struct loop        loops[MAX_LOOPS];
 };
 
@@ -115,7 +118,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
 
-    if (sd->wd_usec == 0) {
+    if (sd->wd_usec == 0 || sd->stopping) {
         send_status(sd, "");
         return;
     }
@@ -211,6 +214,7 @@ void tt_sd_stopping(struct tt_sd *sd)
 {
     if (sd == NULL || !sd->enabled)
         return;
+    sd->stopping = 1;
     sd_notify(0, "STOPPING=1\nSTATUS=draining");
 }
 

@@ -6,9 +6,10 @@
 # Builds a minimal Debian 12 root (debootstrap --variant=minbase) with only
 # `make` and `git` added, clones this repository's current commit into it
 # (with ../shared visible beside the clone, read-only) and runs `make demo`
-# there as the very first command; then does the same in a second fresh
-# root for `make test`.  Each command must succeed; the script exits
-# non-zero otherwise.
+# there as the very first command, then once more (the second run); then
+# the same in a second fresh root for `make test`, and in a third for
+# `make install` (twice, then the installed binary runs).  Each command must
+# succeed; the script exits non-zero otherwise.
 #
 # Cache (build-root/, not tracked): the debootstrapped base as a tarball and
 # apt's downloaded packages.  Every run still starts from a freshly
@@ -134,6 +135,7 @@ EOF
 }
 
 t0=$(date +%s)
-in_fresh_root "make demo"
+in_fresh_root "make demo && echo 'fresh-root: second run' && make demo"
 in_fresh_root "make test"
-echo "fresh-root: both passed in $(( $(date +%s) - t0 )) s"
+in_fresh_root "make install && make install && /usr/local/bin/tokentap --version"
+echo "fresh-root: all passed in $(( $(date +%s) - t0 )) s"
