@@ -84,10 +84,12 @@ start_tt() { # name workers record-file|""
 start_nginx() { # name
     d=$T/$1; mkdir -p "$d"
     # @PORT@: the port of the inherited socket (NGINX="3;", nginx's own
-    # hand-over mechanism), which nginx matches by address
+    # hand-over mechanism), which nginx matches by address.  nginx 1.22
+    # crashes taking over a socket with master_process off, so there is a
+    # master, and CPU and RSS are measured on its one worker.
     cat >"$d/nginx.conf.in" <<EOF
 daemon off;
-master_process off;
+master_process on;
 worker_processes 1;
 worker_rlimit_nofile $NOFILE;
 pid $d/nginx.pid;
@@ -116,10 +118,15 @@ EOF
     "$L" --listen-exec "$d/port" sh -c 'sed "s/@PORT@/$LISTEN_PORT/" "$1.in" >"$1" &&
         NGINX="3;" exec nginx -p "$2" -e "$2/error.log" -c "$1"' sh "$d/nginx.conf" "$d" \
         >"$d/out" 2>&1 &
-    eval "${1}_PID=$!"
-    PIDS="$PIDS $!"
-    up "$1" "$d/port" "$!"
-    eval "${1}_PORT=$p"
+    m=$!
+    PIDS="$PIDS $m"
+    up "$1" "$d/port" "$m"
+    w="" i=0
+    while [ -z "$w" ] && [ $i -lt 1000 ]; do
+        w=$(pgrep -P "$m" 2>/dev/null | head -n 1); [ -n "$w" ] || sleep 0.01; i=$((i + 1))
+    done
+    [ -n "$w" ] || { echo "bench: nginx started no worker" >&2; BENCH_KEEP=1; exit 1; }
+    eval "${1}_PORT=$p; ${1}_PID=$w; ${1}_MASTER=$m"
 }
 
 start_haproxy() { # name
@@ -230,7 +237,7 @@ if ! skip hold; then
     [ "$HOLD" -gt 10000 ] && HOLD=10000
     # fresh processes so that RSS before/after is about the held streams only
     kill "$tt_PID" "$ttrec_PID" 2>/dev/null
-    [ -n "${nginx_PID:-}" ] && kill "$nginx_PID" 2>/dev/null
+    [ -n "${nginx_MASTER:-}" ] && kill "$nginx_MASTER" 2>/dev/null
     [ -n "${haproxy_PID:-}" ] && kill "$haproxy_PID" 2>/dev/null
     sleep 0.5
     HCFGS="direct tthold"
