@@ -4,7 +4,7 @@
 set -u
 
 PKGS="build-essential clang pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
-libcmocka-dev libsystemd-dev node-llhttp curl openssl python3 prometheus systemd"
+libcmocka-dev libsystemd-dev node-llhttp curl openssl python3 prometheus systemd procps"
 
 missing=""
 have_hdr() { [ -f "/usr/include/$1" ] || [ -f "/usr/include/x86_64-linux-gnu/$1" ] || \
@@ -18,6 +18,9 @@ have_hdr systemd/sd-daemon.h      || missing="$missing libsystemd-dev"
 if ! pkg-config --exists libllhttp 2>/dev/null && [ ! -f /usr/share/llhttp/llhttp.c ]; then
     missing="$missing node-llhttp"
 fi
+# /bin/kill (procps): the service unit's ExecReload, which systemd-analyze
+# verify requires to exist
+[ -x /bin/kill ] || [ -x /usr/bin/kill ] || missing="$missing procps"
 for tool in cc clang make pkg-config curl openssl python3 promtool prometheus systemd-analyze; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
