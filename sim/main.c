@@ -261,9 +261,15 @@ int main(int argc, char **argv)
     if (cert && !(sim_srv.ssl = tls_setup(cert, key, ca)))
         return 2;
 
-    /* precise timers: CLOCK_MONOTONIC and timerfd, not the 4 ms coarse clock */
+    /* precise timers: CLOCK_MONOTONIC and timerfd, not the 4 ms coarse
+     * clock; and no cached time: a timer is added relative to the loop's
+     * clock, and a clock cached when the loop woke up is earlier than the
+     * sim_now_ns() the delay was computed from, so events would leave
+     * early by however long the loop had been busy (tests rely on "never
+     * before the schedule") */
     cfg = event_config_new();
     event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_NO_CACHE_TIME);
     sim_srv.base = event_base_new_with_config(cfg);
     event_config_free(cfg);
     if (!sim_srv.base) {
