@@ -15,28 +15,35 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# wait for "<pattern>PORT" in <file>, print PORT
-port_from() {
+# Every listener binds port 0; the programs write the addresses they got to
+# --ready-file (by rename, once listening).  ready FILE PID LOG waits for
+# the file (a short poll on its existence: the file appearing is the
+# readiness, and a shell has no inotify), failing at once if PID exits.
+ready() {
     i=0
-    while [ $i -lt 100 ]; do
-        p=$(sed -n "s/.*$2\([0-9][0-9]*\).*/\1/p" "$1" | head -n 1)
-        [ -n "$p" ] && { echo "$p"; return 0; }
-        sleep 0.05; i=$((i + 1))
+    while [ ! -f "$1" ]; do
+        if ! kill -0 "$2" 2>/dev/null || [ $i -ge 1000 ]; then
+            echo "demo: $3 did not start:" >&2; cat "$3" >&2; return 1
+        fi
+        sleep 0.01; i=$((i + 1))
     done
-    echo "demo: no port found in $1:" >&2; cat "$1" >&2; return 1
 }
+# port_of FILE KEY: the port of "KEY":"HOST:PORT" in a ready file
+port_of() { sed -n "s/.*\"$2\":\"[^\"]*:\([0-9][0-9]*\)\".*/\1/p" "$1"; }
 
-"$BUILD/tokentap-sim" --listen 127.0.0.1:0 >"$work/sim.log" 2>&1 &
+"$BUILD/tokentap-sim" --listen 127.0.0.1:0 --ready-file "$work/sim.ready" >"$work/sim.log" 2>&1 &
 sim_pid=$!
-sim_port=$(port_from "$work/sim.log" "listening on 127.0.0.1:")
+ready "$work/sim.ready" "$sim_pid" "$work/sim.log"
+sim_port=$(port_of "$work/sim.ready" listen)
 
 SLO="time_to_first_token:300 inter_token_latency:40"
 "$BUILD/tokentap" --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$sim_port" \
     --admin 127.0.0.1:0 --record "$work/records.jsonl" --goodput "$SLO" \
-    >"$work/tokentap.log" 2>&1 &
+    --ready-file "$work/tokentap.ready" >"$work/tokentap.log" 2>&1 &
 tt_pid=$!
-port=$(port_from "$work/tokentap.log" "listening on 127.0.0.1:")
-admin=$(port_from "$work/tokentap.log" "admin 127.0.0.1:")
+ready "$work/tokentap.ready" "$tt_pid" "$work/tokentap.log"
+port=$(port_of "$work/tokentap.ready" listen)
+admin=$(port_of "$work/tokentap.ready" admin)
 base="http://127.0.0.1:$port"
 
 echo "== tokentap on :$port in front of tokentap-sim on :$sim_port (admin :$admin)"
