@@ -8,7 +8,11 @@
 #   make clean
 #
 # Missing build dependencies are installed by scripts/deps.sh (apt-get as
-# root on Debian/Ubuntu; elsewhere it prints the command to run).
+# root on Debian/Ubuntu; elsewhere it prints the command to run).  It runs
+# before anything else: $(BUILD)/config.mk is an included makefile whose
+# rule runs the script, and GNU make re-reads the whole Makefile after
+# remaking an included file, so the pkg-config and /usr/share/llhttp checks
+# below always see the installed packages, on the very first run too.
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -31,6 +35,11 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 STD     := -std=c11 -D_GNU_SOURCE
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
+# every goal but `make clean` first makes sure the dependencies are there
+ifneq ($(or $(filter-out clean,$(MAKECMDGOALS)),$(if $(MAKECMDGOALS),,all)),)
+include $(BUILD)/config.mk
+endif
+
 # llhttp: a packaged release when the system has one, else Debian 12's
 # node-llhttp sources compiled in strict mode (see SPEC section 2).
 LLHTTP_PKG := $(shell pkg-config --exists libllhttp 2>/dev/null && echo yes)
@@ -45,8 +54,13 @@ LLHTTP_LIBS   :=
 LLHTTP_OBJ    := $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
 endif
 
-CFLAGS_ALL := $(STD) $(OPT) $(WARN) -I. $(LLHTTP_CFLAGS) -DTT_VERSION=\"$(VERSION)\" $(CPPFLAGS) $(CFLAGS)
-LIBS := -levent_openssl -levent -levent_pthreads -lssl -lcrypto -lcjson -linih -lpthread -lm $(LLHTTP_LIBS)
+# libsystemd: sd_notify (readiness, watchdog, status) and sd_listen_fds
+SYSTEMD_CFLAGS := $(shell pkg-config --cflags libsystemd 2>/dev/null)
+SYSTEMD_LIBS   := $(shell pkg-config --libs libsystemd 2>/dev/null || echo -lsystemd)
+
+CFLAGS_ALL := $(STD) $(OPT) $(WARN) -I. $(LLHTTP_CFLAGS) $(SYSTEMD_CFLAGS) -DTT_VERSION=\"$(VERSION)\" $(CPPFLAGS) $(CFLAGS)
+LIBS := -levent_openssl -levent -levent_pthreads -lssl -lcrypto -lcjson -linih -lpthread -lm \
+        $(LLHTTP_LIBS) $(SYSTEMD_LIBS)
 
 CORE_SRC := $(filter-out proxy/main.c,$(wildcard proxy/*.c metrics/*.c tls/*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/dashboard.o
@@ -64,12 +78,13 @@ MANS := $(BUILD)/man/tokentap.1 $(BUILD)/man/tokentap-sim.1
 .PHONY: all deps test check unit demo install clean bench fuzz fuzz-run deb
 .DEFAULT_GOAL := all
 
-all: deps $(BINS) $(MANS)
+all: $(BINS) $(MANS)
 
-deps: $(BUILD)/.deps-ok
-$(BUILD)/.deps-ok: scripts/deps.sh
+# the dependency check (see the top); `make deps` runs it on its own
+deps: $(BUILD)/config.mk
+$(BUILD)/config.mk: scripts/deps.sh
 	@if [ "$(DEPS)" != 0 ]; then sh scripts/deps.sh; fi
-	@mkdir -p $(BUILD) && touch $@
+	@mkdir -p $(BUILD) && echo "# dependencies checked by scripts/deps.sh" >$@
 
 $(BUILD)/libtt.a: $(CORE_OBJ) $(LLHTTP_OBJ)
 	@rm -f $@
@@ -85,7 +100,7 @@ $(BUILD)/man/%.1: $(BUILD)/%
 	@mkdir -p $(dir $@)
 	$< --man >$@.tmp && mv $@.tmp $@
 
-$(BUILD)/%.o: %.c $(BUILD)/.deps-ok
+$(BUILD)/%.o: %.c $(BUILD)/config.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
 
@@ -105,7 +120,7 @@ $(BUILD)/gen/dashboard.o: $(DASH_C)
 	$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
 # llhttp's generated sources are not ours to warn about; compile them plainly.
-$(BUILD)/llhttp/%.o: $(LLHTTP_SRCDIR)/%.c $(BUILD)/.deps-ok
+$(BUILD)/llhttp/%.o: $(LLHTTP_SRCDIR)/%.c $(BUILD)/config.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(OPT) $(LLHTTP_CFLAGS) -c -o $@ $<
 
@@ -136,7 +151,7 @@ FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
 FUZZ_SECONDS ?= 30
 FUZZ_CFLAGS := $(STD) -g -O1 -fsanitize=fuzzer,address,undefined -I. $(LLHTTP_CFLAGS) -DTT_VERSION=\"$(VERSION)\"
 
-build-fuzz/llhttp.a: $(BUILD)/.deps-ok
+build-fuzz/llhttp.a: $(BUILD)/config.mk
 	@mkdir -p build-fuzz/llhttp
 	@if [ -n "$(LLHTTP_OBJ)" ]; then for f in api http llhttp; do \
 	    clang $(STD) -O1 -g -fsanitize=address $(LLHTTP_CFLAGS) -c -o build-fuzz/llhttp/$$f.o $(LLHTTP_SRCDIR)/$$f.c || exit 1; done; \

@@ -5,13 +5,20 @@ Usage: python3 bench/clock_scenarios.py [BUILD_DIR]"""
 import json, re, socket, subprocess, time
 import sys
 B = sys.argv[1] if len(sys.argv) > 1 else "build"
-_s=socket.socket(); _s.bind(("127.0.0.1",0)); PORT=_s.getsockname()[1]; _s.close()
 sim=subprocess.Popen([B+"/tokentap-sim","--listen","127.0.0.1:0"],stdout=subprocess.PIPE,text=True)
 sp=int(re.search(r":(\d+)",sim.stdout.readline()).group(1))
 import tempfile, os
-rec=os.path.join(tempfile.mkdtemp(), "rec.jsonl"); open(rec,"w").close()
-tt=subprocess.Popen([B+"/tokentap","--listen",f"127.0.0.1:{PORT}","--upstream",f"http://127.0.0.1:{sp}","--admin","off","--record",rec],stderr=subprocess.DEVNULL)
-time.sleep(0.4)
+tmp=tempfile.mkdtemp()
+rec=os.path.join(tmp, "rec.jsonl"); open(rec,"w").close()
+# port 0; the bound port comes from the ready file (written by rename once
+# tokentap listens): a short poll on its existence
+ready=os.path.join(tmp, "ready.json")
+tt=subprocess.Popen([B+"/tokentap","--listen","127.0.0.1:0","--ready-file",ready,"--upstream",f"http://127.0.0.1:{sp}","--admin","off","--record",rec],stderr=subprocess.DEVNULL)
+_end=time.monotonic()+10
+while not os.path.exists(ready):
+    if tt.poll() is not None or time.monotonic()>_end: sys.exit("tokentap did not start")
+    time.sleep(0.01)
+PORT=int(json.load(open(ready))["listen"].rsplit(":",1)[1])
 def post(path, body, cancel_after=None):
     data=json.dumps(body).encode()
     s=socket.create_connection(("127.0.0.1",PORT))

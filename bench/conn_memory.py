@@ -3,10 +3,13 @@
 N idle keep-alive connections after one request each, and N active slow
 streams.  Usage: python3 bench/conn_memory.py [BUILD_DIR] [N]  (ulimit -n
 must allow 2N + some descriptors)."""
+import json
+import os
 import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
@@ -21,22 +24,24 @@ def rss_kib(pid):
     return 0
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 sim = subprocess.Popen([f"{build}/tokentap-sim", "--listen", "127.0.0.1:0"],
                        stdout=subprocess.PIPE, text=True)
 sim_port = int(re.search(r":(\d+)", sim.stdout.readline()).group(1))
-port = free_port()
-tt = subprocess.Popen([f"{build}/tokentap", "--listen", f"127.0.0.1:{port}",
+# tokentap binds port 0 and writes the port it got to its ready file (by
+# rename, once listening): wait for the file, a short poll on its existence
+tmpdir = tempfile.TemporaryDirectory(prefix="tokentap-conn-memory-")
+ready = os.path.join(tmpdir.name, "ready.json")
+tt = subprocess.Popen([f"{build}/tokentap", "--listen", "127.0.0.1:0", "--ready-file", ready,
                        "--upstream", f"http://127.0.0.1:{sim_port}", "--admin", "off"],
                       stderr=subprocess.DEVNULL)
 try:
+    end = time.monotonic() + 10
+    while not os.path.exists(ready):
+        if tt.poll() is not None or time.monotonic() > end:
+            sys.exit("tokentap did not start")
+        time.sleep(0.01)
+    with open(ready) as f:
+        port = int(json.load(f)["listen"].rsplit(":", 1)[1])
     time.sleep(0.5)
     base = rss_kib(tt.pid)
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]

@@ -52,36 +52,44 @@ L=$T/sse_load
 RES=$T/results.txt
 : >"$RES"
 
-port() { "$L" --free-port; }
+# Ports: every server binds port 0 and says which port it got (tokentap and
+# tokentap-sim in a --ready-file; nginx and HAProxy get a socket already
+# listening on fd 3 from `sse_load --listen-exec`, which writes its port);
+# nothing chooses a port and releases it.
+# up NAME FILE PID: the port in FILE once it exists (see sse_load.c)
 up() {
-    "$L" --wait-port "127.0.0.1:$1" && return 0
-    echo "bench: $2 did not start:" >&2
-    tail -3 "$T/$2.log" "$T/$2/out" "$T/$2/error.log" 2>/dev/null >&2
+    p=$("$L" --wait-ready "$2" "$3") && return 0
+    echo "bench: $1 did not start:" >&2
+    tail -3 "$T/$1.log" "$T/$1/out" "$T/$1/error.log" 2>/dev/null >&2
     BENCH_KEEP=1; exit 1
 }
 
 # ---- servers -------------------------------------------------------------------
-SIM=$(port)
-"$B/tokentap-sim" --listen "127.0.0.1:$SIM" >"$T/sim.out" 2>"$T/sim.err" &
+"$B/tokentap-sim" --listen 127.0.0.1:0 --ready-file "$T/sim.ready" >"$T/sim.out" 2>"$T/sim.err" &
 SIM_PID=$!; PIDS="$PIDS $SIM_PID"
-up "$SIM" tokentap-sim
+up tokentap-sim "$T/sim.ready" "$SIM_PID"
+SIM=$p
 
 start_tt() { # name workers record-file|""
-    p=$(port)
     if [ -n "$3" ]; then rec="--record $3"; else rec=""; fi
     # shellcheck disable=SC2086
-    "$B/tokentap" --listen "127.0.0.1:$p" --upstream "http://127.0.0.1:$SIM" \
+    "$B/tokentap" --listen 127.0.0.1:0 --ready-file "$T/$1.ready" --upstream "http://127.0.0.1:$SIM" \
         --admin off --log-level warn --workers "$2" $rec >"$T/$1.log" 2>&1 &
-    eval "${1}_PID=$!; ${1}_PORT=$p"
+    eval "${1}_PID=$!"
     PIDS="$PIDS $!"
-    up "$p" "$1"
+    up "$1" "$T/$1.ready" "$!"
+    eval "${1}_PORT=$p"
 }
 
 start_nginx() { # name
-    p=$(port); d=$T/$1; mkdir -p "$d"
-    cat >"$d/nginx.conf" <<EOF
+    d=$T/$1; mkdir -p "$d"
+    # @PORT@: the port of the inherited socket (NGINX="3;", nginx's own
+    # hand-over mechanism), which nginx matches by address.  nginx 1.22
+    # crashes taking over a socket with master_process off, so there is a
+    # master, and CPU and RSS are measured on its one worker.
+    cat >"$d/nginx.conf.in" <<EOF
 daemon off;
-master_process off;
+master_process on;
 worker_processes 1;
 worker_rlimit_nofile $NOFILE;
 pid $d/nginx.pid;
@@ -95,7 +103,7 @@ http {
     tcp_nodelay on;
     upstream sim { server 127.0.0.1:$SIM; keepalive 128; keepalive_requests 1000000; }
     server {
-        listen 127.0.0.1:$p backlog=4096;
+        listen 127.0.0.1:@PORT@ backlog=4096;
         location / {
             proxy_pass http://sim;
             proxy_http_version 1.1;
@@ -107,14 +115,22 @@ http {
     }
 }
 EOF
-    nginx -p "$d" -e "$d/error.log" -c "$d/nginx.conf" >"$d/out" 2>&1 &
-    eval "${1}_PID=$!; ${1}_PORT=$p"
-    PIDS="$PIDS $!"
-    up "$p" "$1"
+    "$L" --listen-exec "$d/port" sh -c 'sed "s/@PORT@/$LISTEN_PORT/" "$1.in" >"$1" &&
+        NGINX="3;" exec nginx -p "$2" -e "$2/error.log" -c "$1"' sh "$d/nginx.conf" "$d" \
+        >"$d/out" 2>&1 &
+    m=$!
+    PIDS="$PIDS $m"
+    up "$1" "$d/port" "$m"
+    w="" i=0
+    while [ -z "$w" ] && [ $i -lt 1000 ]; do
+        w=$(pgrep -P "$m" 2>/dev/null | head -n 1); [ -n "$w" ] || sleep 0.01; i=$((i + 1))
+    done
+    [ -n "$w" ] || { echo "bench: nginx started no worker" >&2; BENCH_KEEP=1; exit 1; }
+    eval "${1}_PORT=$p; ${1}_PID=$w; ${1}_MASTER=$m"
 }
 
 start_haproxy() { # name
-    p=$(port); d=$T/$1; mkdir -p "$d"
+    d=$T/$1; mkdir -p "$d"
     cat >"$d/haproxy.cfg" <<EOF
 global
     maxconn 4000
@@ -127,16 +143,17 @@ defaults
     timeout http-keep-alive 600s
     option http-no-delay
 frontend fe
-    bind 127.0.0.1:$p
+    bind fd@3
     default_backend be
 backend be
     http-reuse always
     server sim 127.0.0.1:$SIM maxconn 4000
 EOF
-    haproxy -db -f "$d/haproxy.cfg" >"$d/out" 2>&1 &
-    eval "${1}_PID=$!; ${1}_PORT=$p"
+    "$L" --listen-exec "$d/port" haproxy -db -f "$d/haproxy.cfg" >"$d/out" 2>&1 &
+    eval "${1}_PID=$!"
     PIDS="$PIDS $!"
-    up "$p" "$1"
+    up "$1" "$d/port" "$!"
+    eval "${1}_PORT=$p"
 }
 
 CFGS="direct"
@@ -220,7 +237,7 @@ if ! skip hold; then
     [ "$HOLD" -gt 10000 ] && HOLD=10000
     # fresh processes so that RSS before/after is about the held streams only
     kill "$tt_PID" "$ttrec_PID" 2>/dev/null
-    [ -n "${nginx_PID:-}" ] && kill "$nginx_PID" 2>/dev/null
+    [ -n "${nginx_MASTER:-}" ] && kill "$nginx_MASTER" 2>/dev/null
     [ -n "${haproxy_PID:-}" ] && kill "$haproxy_PID" 2>/dev/null
     sleep 0.5
     HCFGS="direct tthold"

@@ -474,44 +474,91 @@ static void usage(void)
     exit(2);
 }
 
-/* helpers for run.sh: print a free loopback port; wait for a listener */
-static int free_port(void)
+/*
+ * Helpers for run.sh, so that no port is ever chosen and released:
+ *
+ *   --wait-ready FILE PID   wait (10 s) until FILE exists (a --ready-file of
+ *                           tokentap or tokentap-sim, written by rename once
+ *                           listening, or a --listen-exec port file) and
+ *                           print its port; fails at once when PID exits
+ *                           first
+ *   --listen-exec PORTFILE CMD ARG...
+ *                           listen on 127.0.0.1:0, put the socket on fd 3,
+ *                           write its port to PORTFILE (by rename) and to
+ *                           $LISTEN_PORT, then exec CMD: for servers that
+ *                           take an inherited socket (HAProxy "bind fd@3",
+ *                           nginx via NGINX="3;")
+ *
+ * The wait is a poll on the file's existence (every 10 ms): the file
+ * appearing is the readiness; a shell has no inotify.
+ */
+static int wait_ready(const char *path, const char *pid_s)
+{
+    int pid = atoi(pid_s);
+    for (int i = 0; i < 1000; i++) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            char buf[1024], *p, *q;
+            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            if (buf[0] >= '1' && buf[0] <= '9') {     /* a --listen-exec port file */
+                printf("%d\n", atoi(buf));
+                return 0;
+            }
+            p = strstr(buf, "\"listen\":\"");
+            q = p ? strchr(p + 10, '"') : NULL;
+            if (!q) break;
+            *q = '\0';
+            p = strrchr(p + 10, ':');
+            if (!p) break;
+            printf("%s\n", p + 1);
+            return 0;
+        }
+        if (pid > 0 && kill(pid, 0) != 0) {
+            fprintf(stderr, "sse_load: process %d exited before %s appeared\n", pid, path);
+            return 1;
+        }
+        usleep(10000);
+    }
+    fprintf(stderr, "sse_load: no usable ready file %s\n", path);
+    return 1;
+}
+
+static int listen_exec(const char *portfile, char **cmd)
 {
     struct sockaddr_in a = { .sin_family = AF_INET };
     socklen_t l = sizeof(a);
+    char tmp[4096], port[16];
+    FILE *f;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &l) < 0)
-        return 1;
-    printf("%d\n", ntohs(a.sin_port));
-    close(fd);
-    return 0;
-}
 
-static int wait_port(const char *hp)
-{
-    char host[64]; int port;
-    struct sockaddr_in a = { .sin_family = AF_INET };
-    if (sscanf(hp, "%63[^:]:%d", host, &port) != 2) return 2;
-    a.sin_port = htons((uint16_t)port);
-    inet_pton(AF_INET, host, &a.sin_addr);
-    for (int i = 0; i < 100; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-        close(fd);
-        if (ok) return 0;
-        usleep(50000);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 4096) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &l) < 0 || (fd != 3 && dup2(fd, 3) < 0)) {
+        perror("sse_load: --listen-exec");
+        return 1;
     }
-    fprintf(stderr, "sse_load: nothing listens on %s\n", hp);
-    return 1;
+    if (fd != 3)
+        close(fd);
+    snprintf(port, sizeof(port), "%d", ntohs(a.sin_port));
+    setenv("LISTEN_PORT", port, 1);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", portfile);
+    f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%s\n", port) < 0 || fclose(f) != 0 || rename(tmp, portfile) != 0) {
+        perror("sse_load: --listen-exec: port file");
+        return 1;
+    }
+    execvp(cmd[0], cmd);
+    perror("sse_load: --listen-exec: exec");
+    return 127;
 }
 
 int main(int argc, char **argv)
 {
     const char *connect_to = NULL;
-    if (argc == 2 && !strcmp(argv[1], "--free-port")) return free_port();
-    if (argc == 3 && !strcmp(argv[1], "--wait-port")) return wait_port(argv[2]);
+    if (argc == 4 && !strcmp(argv[1], "--wait-ready")) return wait_ready(argv[2], argv[3]);
+    if (argc >= 4 && !strcmp(argv[1], "--listen-exec")) return listen_exec(argv[2], argv + 3);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--ollama")) { opt.ollama = 1; continue; }

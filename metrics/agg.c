@@ -157,6 +157,7 @@ struct tt_agg {
     struct tt_slo_set slos;     /* the objectives, for /stats (have_slos) */
     int              have_slos;
     _Atomic int64_t  inflight;
+    _Atomic uint64_t started;   /* requests started, for the systemd status */
     struct tt_recorder *rec;
     int                semconv_mode;   /* enum tt_semconv_mode */
     struct tt_semconv *sc;             /* the gen_ai_* families (metrics/semconv.c) */
@@ -442,6 +443,14 @@ void tt_agg_set_slos(struct tt_agg *a, const struct tt_slo_set *set)
 void tt_agg_inflight(struct tt_agg *a, int delta)
 {
     atomic_fetch_add(&a->inflight, delta);
+    if (delta > 0)
+        atomic_fetch_add_explicit(&a->started, (uint64_t)delta, memory_order_relaxed);
+}
+
+void tt_agg_counts(struct tt_agg *a, uint64_t *started, int64_t *inflight)
+{
+    *started = atomic_load_explicit(&a->started, memory_order_relaxed);
+    *inflight = atomic_load(&a->inflight);
 }
 
 /* the window set of upstream <name>, made on first use (lock held);

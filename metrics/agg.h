@@ -120,6 +120,8 @@ void tt_agg_add_delay(struct tt_agg *a, struct tt_delay *d);
 
 /* requests in flight: +1 when one starts, -1 when it finishes (atomic) */
 void tt_agg_inflight(struct tt_agg *a, int delta);
+/* requests started so far and requests in flight (any thread, no lock) */
+void tt_agg_counts(struct tt_agg *a, uint64_t *started, int64_t *inflight);
 
 /* add everything of <src> into <dst> (same options); 0 or -1 */
 int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src);

@@ -19,6 +19,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "metrics/agg.h"
+#include "proxy/ready.h"
 
 #define MAX_AGGS 256
 
@@ -209,6 +210,11 @@ int tt_admin_port(const struct tt_admin *ad)
     if (ss.ss_family == AF_INET6)
         return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     return -1;
+}
+
+int tt_admin_name(const struct tt_admin *ad, char *buf, size_t len)
+{
+    return tt_sock_name(evhttp_bound_socket_get_fd(ad->sock), buf, len);
 }
 
 void tt_admin_set_draining(struct tt_admin *ad, int draining)

@@ -36,6 +36,8 @@ void tt_admin_set_aggs(struct tt_admin *ad, struct tt_agg *const *aggs,
 
 /* the port actually bound (useful with port 0), or -1 */
 int tt_admin_port(const struct tt_admin *ad);
+/* the address actually bound, "127.0.0.1:9464" / "[::1]:9464"; 0 or -1 */
+int tt_admin_name(const struct tt_admin *ad, char *buf, size_t len);
 
 void tt_admin_set_draining(struct tt_admin *ad, int draining);
 

@@ -135,6 +135,8 @@ static const struct opt opts[] = {
     { "drain_timeout", S_PROXY, T_DUR, F(drain_timeout_ms), "30s", "DURATION",
       0, DAY, NULL, NULL,
       "SIGTERM grace period for in-flight streams" },
+    { "ready_file", S_PROXY, T_STR, F(ready_file), "", "FILE", 0, 0, NULL, NULL,
+      "once listening: bound addresses as JSON here" },
     /* [upstream] */
     { "upstream", S_UPSTREAM, T_STR, F(upstream), "", "URL", 0, 0, NULL,
       check_upstream,

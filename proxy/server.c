@@ -13,10 +13,19 @@
  * period ends) the loops exit, records are flushed and the process exits 0.
  * SIGHUP: the record file is reopened, SLOs are re-read from the config
  * file, certificates are reloaded.
+ *
+ * Start-up ends with announce_ready(): once every listener is up, the
+ * bound addresses are logged, written to the ready file (--ready-file) and
+ * READY=1 goes to systemd (proxy/sdnotify.c, also the watchdog, reload
+ * and status notifications).  Under socket activation the listening socket
+ * comes from systemd; with several workers each one accepts on its own
+ * duplicate of that one socket (the kernel wakes them in turn) instead of
+ * its own SO_REUSEPORT socket.
  */
 #include "proxy/server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +49,8 @@
 #include "proxy/jsonarena.h"
 #include "proxy/leg.h"
 #include "proxy/log.h"
+#include "proxy/ready.h"
+#include "proxy/sdnotify.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
 #include "tls/tls.h"
@@ -180,6 +191,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         struct tt_config fresh;
 
         tt_log_info("SIGHUP: reopening records and logs, reloading SLOs and certificates");
+        tt_sd_reloading(srv->sd);
         if (srv->rec != NULL)
             tt_recorder_reopen(srv->rec);
         tt_log_reopen();
@@ -204,24 +216,61 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         }
         if (srv->tls != NULL)
             tt_tls_reload(srv->tls);
+        tt_sd_reloaded(srv->sd);
         return;
     }
     tt_log_info("%s: draining (grace %u ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                 srv->cfg.drain_timeout_ms);
+    tt_sd_stopping(srv->sd);
     if (srv->admin != NULL)
         tt_admin_set_draining(srv->admin, 1);
     for (i = 0; i < srv->nworkers; i++)
         event_active(srv->workers[i].drain_ev, EV_READ, 0);
 }
 
-static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
-                       struct tt_agg *agg)
+/* the worker's listener: its own SO_REUSEPORT socket on --listen, or a
+ * duplicate of the socket systemd passed */
+static int worker_listen(struct tt_server *srv, struct tt_worker *w)
 {
     struct sockaddr_storage ss;
     socklen_t sslen;
     char err[256];
     unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT;
 
+    if (srv->sd_fd >= 0) {
+        evutil_socket_t fd = fcntl(srv->sd_fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+            tt_log_error("socket activation: cannot duplicate the socket: %s",
+                         strerror(errno));
+            return -1;
+        }
+        /* backlog 0: already listening */
+        w->listener = evconnlistener_new(w->base, on_accept, w, LEV_OPT_CLOSE_ON_FREE,
+                                         0, fd);
+        if (w->listener == NULL) {
+            evutil_closesocket(fd);
+            tt_log_error("socket activation: cannot use the passed socket");
+            return -1;
+        }
+    } else {
+        if (tt_addr_parse(srv->cfg.listen, &ss, &sslen, err, sizeof(err)) < 0) {
+            tt_log_error("--listen: %s", err);
+            return -1;
+        }
+        w->listener = evconnlistener_new_bind(w->base, on_accept, w, flags, 1024,
+                                              (struct sockaddr *)&ss, (int)sslen);
+        if (w->listener == NULL) {
+            tt_log_error("cannot listen on %s: %s", srv->cfg.listen, strerror(errno));
+            return -1;
+        }
+    }
+    evconnlistener_set_error_cb(w->listener, on_accept_error);
+    return 0;
+}
+
+static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
+                       struct tt_agg *agg)
+{
     memset(w, 0, sizeof(*w));
     w->id = id;
     w->srv = srv;
@@ -245,18 +294,7 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
         evdns_base_load_hosts(w->dns, NULL);
     w->drain_ev = event_new(w->base, -1, 0, on_drain, w);
     w->grace_ev = evtimer_new(w->base, on_grace, w);
-    if (tt_addr_parse(srv->cfg.listen, &ss, &sslen, err, sizeof(err)) < 0) {
-        tt_log_error("--listen: %s", err);
-        return -1;
-    }
-    w->listener = evconnlistener_new_bind(w->base, on_accept, w, flags, 1024,
-                                          (struct sockaddr *)&ss, (int)sslen);
-    if (w->listener == NULL) {
-        tt_log_error("cannot listen on %s: %s", srv->cfg.listen, strerror(errno));
-        return -1;
-    }
-    evconnlistener_set_error_cb(w->listener, on_accept_error);
-    return 0;
+    return worker_listen(srv, w);
 }
 
 static void worker_free(struct tt_worker *w)
@@ -285,27 +323,52 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* the port worker 0 actually bound, so that --listen :0 works for all */
+/* the address worker 0 actually bound, so that --listen :0 works for all
+ * (and under socket activation: the address systemd bound) */
 static void share_port(struct tt_server *srv, struct tt_worker *w0)
 {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    char host[128];
-    int port;
+    char name[sizeof(srv->cfg.listen)];
 
-    if (getsockname(evconnlistener_get_fd(w0->listener), (struct sockaddr *)&ss, &len) < 0)
-        return;
-    if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-        evutil_inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-        port = ntohs(s6->sin6_port);
-        snprintf(srv->cfg.listen, sizeof(srv->cfg.listen), "[%s]:%d", host, port);
-    } else {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-        evutil_inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        port = ntohs(s4->sin_port);
-        snprintf(srv->cfg.listen, sizeof(srv->cfg.listen), "%s:%d", host, port);
+    if (tt_sock_name(evconnlistener_get_fd(w0->listener), name, sizeof(name)) == 0)
+        memcpy(srv->cfg.listen, name, sizeof(name));
+}
+
+/*
+ * Every listener is up: say where (a log line, the ready file) and tell
+ * systemd.  Returns 0, or -1 when the ready file cannot be written (whoever
+ * waits for it would wait forever).
+ */
+static int announce_ready(struct tt_server *srv)
+{
+    char admin[300], status[600], err[512];
+    struct tt_ready_kv kv[3];
+
+    if (srv->admin == NULL || tt_admin_name(srv->admin, admin, sizeof(admin)) < 0)
+        snprintf(admin, sizeof(admin), "off");
+    tt_log_info("tokentap %s listening on %s%s, upstream %s://%s%s, admin %s, %u worker%s",
+                TT_VERSION, srv->cfg.listen, srv->activated ? " (socket from systemd)" : "",
+                srv->up.tls ? "https" : "http", srv->up.authority, srv->up.base_path,
+                admin, srv->nworkers, srv->nworkers > 1 ? "s" : "");
+    for (unsigned i = 1; i < srv->ntargets; i++) {
+        const struct tt_target *t = &srv->targets[i];
+        tt_log_info("shadow %s: %s://%s%s, sample %g%s%s, max_inflight %u",
+                    t->name, t->url.tls ? "https" : "http", t->url.authority,
+                    t->url.base_path, t->sample,
+                    t->sh->sample_key[0] ? " by " : "", t->sh->sample_key,
+                    t->sh->max_inflight);
     }
+    if (srv->cfg.ready_file[0]) {
+        kv[0] = (struct tt_ready_kv){ "listen", srv->cfg.listen };
+        kv[1] = (struct tt_ready_kv){ "admin", srv->admin != NULL ? admin : NULL };
+        kv[2] = (struct tt_ready_kv){ "version", TT_VERSION };
+        if (tt_ready_write(srv->cfg.ready_file, kv, 3, err, sizeof(err)) < 0) {
+            tt_log_error("--ready-file: %s", err);
+            return -1;
+        }
+    }
+    snprintf(status, sizeof(status), "listening on %s, admin %s", srv->cfg.listen, admin);
+    tt_sd_ready(srv->sd, status);
+    return 0;
 }
 
 int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
@@ -325,6 +388,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
         return 1;
     the_server = srv;
     srv->cfg = *cfg;
+    srv->sd_fd = -1;
     srv->argc = argc;
     srv->argv = argv;
     pthread_rwlock_init(&srv->slo_lock, NULL);
@@ -392,6 +456,10 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
         }
         tt_agg_set_recorder(agg, srv->rec);
     }
+    if (tt_sd_listen_fd(&srv->sd_fd, err, sizeof(err)) < 0) {
+        tt_log_error("%s", err);
+        goto out;
+    }
     srv->nworkers = cfg->workers > 0 ? (unsigned)cfg->workers : 1;
     srv->workers = calloc(srv->nworkers, sizeof(*srv->workers));
     if (srv->workers == NULL)
@@ -409,51 +477,43 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
             goto out;
         }
     }
+    /* the workers now hold duplicates of systemd's socket */
+    if (srv->sd_fd >= 0) {
+        evutil_closesocket(srv->sd_fd);
+        srv->sd_fd = -1;
+        srv->activated = 1;
+    }
+    srv->sd = tt_sd_new(srv->workers[0].base, agg);
+    if (srv->sd == NULL)
+        goto out;
+    for (i = 0; i < srv->nworkers; i++)
+        if (tt_sd_watch_loop(srv->sd, srv->workers[i].base) < 0) {
+            tt_log_error("cannot watch worker %u's event loop", i);
+            goto out;
+        }
     sigs[0] = evsignal_new(srv->workers[0].base, SIGTERM, on_signal, srv);
     sigs[1] = evsignal_new(srv->workers[0].base, SIGINT, on_signal, srv);
     sigs[2] = evsignal_new(srv->workers[0].base, SIGHUP, on_signal, srv);
     for (i = 0; i < 3; i++)
         evsignal_add(sigs[i], NULL);
 
-    {
-        char admin[300];
-        if (srv->admin != NULL) {
-            /* the bound port, so that --admin ADDR:0 can be found */
-            const char *colon = strrchr(cfg->admin, ':');
-            snprintf(admin, sizeof(admin), "%.*s:%d",
-                     colon ? (int)(colon - cfg->admin) : 0, cfg->admin,
-                     tt_admin_port(srv->admin));
-        } else {
-            snprintf(admin, sizeof(admin), "off");
-        }
-        tt_log_info("tokentap %s listening on %s, upstream %s://%s%s, admin %s, %u worker%s",
-                    TT_VERSION, srv->cfg.listen, srv->up.tls ? "https" : "http",
-                    srv->up.authority, srv->up.base_path, admin, srv->nworkers,
-                    srv->nworkers > 1 ? "s" : "");
-        for (i = 1; i < srv->ntargets; i++) {
-            const struct tt_target *t = &srv->targets[i];
-            tt_log_info("shadow %s: %s://%s%s, sample %g%s%s, max_inflight %u",
-                        t->name, t->url.tls ? "https" : "http", t->url.authority,
-                        t->url.base_path, t->sample,
-                        t->sh->sample_key[0] ? " by " : "", t->sh->sample_key,
-                        t->sh->max_inflight);
-        }
-    }
     for (started = 1; started < srv->nworkers; started++)
         if (pthread_create(&srv->workers[started].thread, NULL, worker_main,
                            &srv->workers[started]) != 0) {
             tt_log_error("cannot start worker %u", started);
             break;
         }
-    event_base_dispatch(srv->workers[0].base);
-    /* worker 0 is done draining; wait for the others */
+    if (started == srv->nworkers && announce_ready(srv) == 0) {
+        event_base_dispatch(srv->workers[0].base);
+        rc = 0;
+    }
+    /* worker 0 is done draining (or start-up failed); stop the others */
     for (i = 1; i < started; i++) {
         event_active(srv->workers[i].drain_ev, EV_READ, 0);
         pthread_join(srv->workers[i].thread, NULL);
     }
-    rc = 0;
-
-    tt_log_info("drained, exiting");
+    if (rc == 0)
+        tt_log_info("drained, exiting");
 out:
     /* freeing the signal events restores the default handlers: ignore
      * instead, so a repeated signal cannot kill a process exiting 0 while
@@ -464,6 +524,10 @@ out:
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
+    /* its timers live on the workers' event bases */
+    tt_sd_free(srv->sd);
+    if (srv->sd_fd >= 0)
+        evutil_closesocket(srv->sd_fd);
     if (srv->admin)
         tt_admin_free(srv->admin);
     if (srv->workers)

@@ -18,6 +18,7 @@ struct tt_recorder;
 struct tt_admin;
 struct tt_tls_ctx;
 struct tt_pairs;
+struct tt_sd;
 
 struct tt_server {
     struct tt_config    cfg;        /* owned copy */
@@ -33,6 +34,10 @@ struct tt_server {
     struct tt_admin    *admin;      /* owned, may be NULL */
     struct tt_tls_ctx  *tls;        /* owned, may be NULL */
     struct tt_pairs    *pairs;      /* owned: shadow comparisons, NULL without shadows */
+    struct tt_sd       *sd;         /* owned: systemd notifications */
+    int                 sd_fd;      /* socket passed by systemd until the
+                                       workers duplicated it, else -1 */
+    int                 activated;  /* the listener came from systemd */
 
     /* SLOs: replaced as a whole on SIGHUP, read under <slo_lock> */
     pthread_rwlock_t    slo_lock;

@@ -4,7 +4,7 @@
 set -u
 
 PKGS="build-essential clang pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
-libcmocka-dev node-llhttp curl openssl python3 prometheus chromium groff-base postgresql"
+libcmocka-dev libsystemd-dev node-llhttp curl openssl python3 prometheus systemd procps chromium groff-base postgresql"
 
 missing=""
 # `sh scripts/deps.sh deb`: what `make deb` needs on top (dpkg-buildpackage, dh)
@@ -20,13 +20,17 @@ have_hdr openssl/ssl.h            || missing="$missing libssl-dev"
 have_hdr cjson/cJSON.h            || missing="$missing libcjson-dev"
 have_hdr ini.h                    || missing="$missing libinih-dev"
 have_hdr cmocka.h                 || missing="$missing libcmocka-dev"
+have_hdr systemd/sd-daemon.h      || missing="$missing libsystemd-dev"
 if ! pkg-config --exists libllhttp 2>/dev/null && [ ! -f /usr/share/llhttp/llhttp.c ]; then
     missing="$missing node-llhttp"
 fi
 # chromium: the dashboard test loads /dashboard in headless Chromium
 # PostgreSQL's server binaries (initdb, pg_ctl) are not on PATH in Debian
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
-for tool in cc clang make pkg-config curl openssl python3 promtool prometheus groff psql chromium; do
+# /bin/kill (procps): the service unit's ExecReload, which systemd-analyze
+# verify requires to exist
+[ -x /bin/kill ] || [ -x /usr/bin/kill ] || missing="$missing procps"
+for tool in cc clang make pkg-config curl openssl python3 promtool prometheus groff psql chromium systemd-analyze; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
 fi
@@ -38,7 +42,9 @@ if [ -r /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
         echo "tokentap: installing with apt-get: $PKGS"
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq && apt-get install -y -qq --no-install-recommends $PKGS >/dev/null || {
+        # wait for another apt-get holding the lock instead of failing
+        lock="-o DPkg::Lock::Timeout=900"
+        apt-get $lock update -qq && apt-get $lock install -y -qq --no-install-recommends $PKGS >/dev/null || {
             echo "tokentap: apt-get install failed" >&2; exit 1; }
         exit 0
     fi

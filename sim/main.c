@@ -16,8 +16,10 @@
 
 #include <event2/listener.h>
 #include <openssl/err.h>
+#include <systemd/sd-daemon.h>
 
 #include "proxy/man.h"
+#include "proxy/ready.h"
 #include "sim/sim.h"
 
 #ifndef TT_VERSION
@@ -57,8 +59,8 @@ void sim_count_path(const char *path, size_t len)
 static int usage(FILE *f)
 {
     fprintf(f,
-"usage: tokentap-sim --listen HOST:PORT [--tls-cert FILE --tls-key FILE\n"
-"                    [--tls-client-ca FILE]] [--log]\n"
+"usage: tokentap-sim --listen HOST:PORT [--ready-file FILE]\n"
+"                    [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--log]\n"
 "\n"
 "A simulated LLM server for tests, the demo and benchmarks.  Serves the\n"
 "OpenAI (chat, completions, responses), Anthropic, Gemini, Ollama and TGI\n"
@@ -67,6 +69,9 @@ static int usage(FILE *f)
 "\n"
 "  --listen HOST:PORT     address to listen on; port 0 picks a free port.\n"
 "                         Prints \"listening on HOST:PORT\" once ready.\n"
+"  --ready-file FILE      once listening, write {\"pid\":N,\"listen\":\"HOST:PORT\"}\n"
+"                         to FILE (atomically: a temporary name, then rename);\n"
+"                         READY=1 goes to $NOTIFY_SOCKET when set\n"
 "  --tls-cert FILE        serve HTTPS with this certificate (PEM chain)\n"
 "  --tls-key FILE         and this private key\n"
 "  --tls-client-ca FILE   require client certificates signed by this CA\n"
@@ -214,33 +219,32 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, int *sl)
     return -1;
 }
 
-static void print_listening(evutil_socket_t fd)
+/* the bound address on stdout, in the ready file and to systemd; 0 or -1 */
+static int announce_ready(evutil_socket_t fd, const char *ready_file)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    char host[INET6_ADDRSTRLEN];
+    char name[INET6_ADDRSTRLEN + 16], err[512];
+    struct tt_ready_kv kv[1] = { { "listen", name } };
 
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+    if (tt_sock_name(fd, name, sizeof(name)) != 0) {
         perror("tokentap-sim: getsockname");
-        exit(1);
+        return -1;
     }
-    if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-        printf("listening on [%s]:%u\n", host, ntohs(s6->sin6_port));
-    } else {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        printf("listening on %s:%u\n", host, ntohs(s4->sin_port));
-    }
+    printf("listening on %s\n", name);
     fflush(stdout);
+    if (ready_file && tt_ready_write(ready_file, kv, 1, err, sizeof(err)) != 0) {
+        fprintf(stderr, "tokentap-sim: --ready-file: %s\n", err);
+        return -1;
+    }
+    sd_notifyf(0, "READY=1\nSTATUS=listening on %s", name);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     const char *listen_at = NULL, *cert = NULL, *key = NULL, *ca = NULL;
+    const char *ready_file = NULL;
     struct sockaddr_storage ss;
-    int sl = sizeof(ss), i;
+    int sl = sizeof(ss), i, rc = 0;
     struct event_config *cfg;
     struct evconnlistener *lis;
     struct event *sigterm, *sigint;
@@ -267,6 +271,8 @@ int main(int argc, char **argv)
             continue;
         } else if (!strcmp(a, "--listen")) {
             dst = &listen_at;
+        } else if (!strcmp(a, "--ready-file")) {
+            dst = &ready_file;
         } else if (!strcmp(a, "--tls-cert")) {
             dst = &cert;
         } else if (!strcmp(a, "--tls-key")) {
@@ -301,9 +307,15 @@ int main(int argc, char **argv)
     if (cert && !(sim_srv.ssl = tls_setup(cert, key, ca)))
         return 2;
 
-    /* precise timers: CLOCK_MONOTONIC and timerfd, not the 4 ms coarse clock */
+    /* precise timers: CLOCK_MONOTONIC and timerfd, not the 4 ms coarse
+     * clock; and no cached time: a timer is added relative to the loop's
+     * clock, and a clock cached when the loop woke up is earlier than the
+     * sim_now_ns() the delay was computed from, so events would leave
+     * early by however long the loop had been busy (tests rely on "never
+     * before the schedule") */
     cfg = event_config_new();
     event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_NO_CACHE_TIME);
     sim_srv.base = event_base_new_with_config(cfg);
     event_config_free(cfg);
     if (!sim_srv.base) {
@@ -327,8 +339,10 @@ int main(int argc, char **argv)
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
 
-    print_listening(evconnlistener_get_fd(lis));
-    event_base_dispatch(sim_srv.base);
+    if (announce_ready(evconnlistener_get_fd(lis), ready_file) == 0)
+        event_base_dispatch(sim_srv.base);
+    else
+        rc = 1;
 
     evconnlistener_free(lis);
     sim_conn_free_all();
@@ -337,5 +351,5 @@ int main(int argc, char **argv)
     event_base_free(sim_srv.base);
     if (sim_srv.ssl)
         SSL_CTX_free(sim_srv.ssl);
-    return 0;
+    return rc;
 }

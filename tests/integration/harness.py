@@ -21,6 +21,15 @@ stopped and checked when it returns.
 
 Helpers raise Failure (a failed check) or Skip (the check cannot be made
 here, with the reason).  Per-test deadline: decorate with @timeout(SECONDS).
+
+Ports and readiness: every listener of tokentap and tokentap-sim binds port
+0 (the kernel picks a free port, nothing is chosen and released here).  A
+child is ready when it says so: it is started with NOTIFY_SOCKET naming a
+datagram socket of ours (the systemd protocol; they call sd_notify) and
+--ready-file; we block in select() on that socket and on the child's pidfd
+(so a child that dies at start is seen at once) until READY=1 arrives, then
+read the addresses it bound from the ready file (written, by rename,
+before READY=1 is sent).  No polling, no sleeps.
 """
 import json
 import os
@@ -71,12 +80,21 @@ def now_ns():
     return time.monotonic_ns()
 
 
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+class DeadPort:
+    """A loopback port where nothing listens, held for the test's lifetime:
+    a socket bound to port 0 that never calls listen(), so connecting to it
+    is refused and no other process can take the port meanwhile."""
+
+    def __init__(self, ctx):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        ctx.fakes.append(self)
+
+    def stop(self):
+        self.sock.close()
+
+    errors = ()
 
 
 def wait_until(pred, deadline_s, interval=0.01, what="condition"):
@@ -91,13 +109,30 @@ def wait_until(pred, deadline_s, interval=0.01, what="condition"):
         time.sleep(interval)
 
 
-def port_accepts(port, host="127.0.0.1"):
-    try:
-        s = socket.create_connection((host, port), timeout=0.5)
-    except OSError:
-        return False
-    s.close()
-    return True
+def listening_ports(pid):
+    """the TCP ports process <pid> listens on (its socket inodes matched
+    against /proc/net/tcp{,6} in state LISTEN), for children that bind port
+    0 but cannot say which port they got"""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    col = line.split()
+                    if col[3] == "0A" and col[9] in inodes:
+                        ports.add(int(col[1].rsplit(":", 1)[1], 16))
+        except OSError:
+            pass
+    return sorted(ports)
 
 
 def proc_rss_kib(pid):
@@ -446,10 +481,75 @@ def read_request(s):
     return head + b"\r\n\r\n" + rest
 
 
-class Proc:
-    """A child process with stdout/stderr in files under the test's dir."""
+class Notify:
+    """The receiving end of NOTIFY_SOCKET for one child: an abstract
+    AF_UNIX datagram socket (no file, no path length limit).  Every message
+    is kept in .messages (dicts of KEY=VALUE lines, with "_t" = monotonic
+    seconds on arrival), in order."""
 
-    def __init__(self, ctx, name, argv, stdout_pipe=False, expect_rc=0, asan=""):
+    def __init__(self, ctx, name):
+        self.addr = f"@tokentap-test-{os.getpid()}-{name}-{id(self):x}"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind("\0" + self.addr[1:])
+        self.messages = []
+
+    def _take(self, timeout):
+        r, _, _ = select.select([self.sock], [], [], timeout)
+        if not r:
+            return False
+        data = self.sock.recv(65536).decode("utf-8", "replace")
+        msg = {"_t": time.monotonic()}
+        for line in data.split("\n"):
+            k, sep, v = line.partition("=")
+            if sep:
+                msg[k] = v
+        self.messages.append(msg)
+        return True
+
+    def wait(self, pred, deadline_s, proc=None, what="a notification"):
+        """block until a message satisfies <pred> (returned); fails when
+        <proc> exits first or the deadline passes"""
+        for m in self.messages:
+            if pred(m):
+                return m
+        end = time.monotonic() + deadline_s
+        watch = [self.sock]
+        if proc is not None and proc.pidfd is not None:
+            watch.append(proc.pidfd)
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise Failure(f"timed out after {deadline_s}s waiting for {what}; "
+                              f"messages so far: {[{k: v for k, v in m.items() if k != '_t'} for m in self.messages]}")
+            r, _, _ = select.select(watch, [], [], left)
+            if self.sock in r:
+                self._take(0)
+                if pred(self.messages[-1]):
+                    return self.messages[-1]
+            elif r and proc is not None:
+                proc.wait(1)
+                raise Failure(f"{proc.name} exited {proc.p.returncode} while we waited for "
+                              f"{what}: {proc.stderr()[-500:].decode('utf-8', 'replace')}")
+
+    def drain(self):
+        """take every message already queued"""
+        while self._take(0):
+            pass
+        return self.messages
+
+    def close(self):
+        self.sock.close()
+
+
+class Proc:
+    """A child process with stdout/stderr in files under the test's dir.
+
+    With <notify> (a Notify), the child gets NOTIFY_SOCKET; <env_extra> adds or
+    overrides environment variables; <pass_fds> and <preexec_fn> go to
+    Popen as they are."""
+
+    def __init__(self, ctx, name, argv, stdout_pipe=False, expect_rc=0, asan="",
+                 notify=None, env_extra=None, pass_fds=(), preexec_fn=None):
         self.ctx = ctx
         self.name = name
         self.argv = argv
@@ -466,10 +566,23 @@ class Proc:
             # quarantine where a test measures memory)
             env["ASAN_OPTIONS"] += ":" + asan
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+        # never inherit systemd's variables from whoever runs the tests
+        for k in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS",
+                  "LISTEN_PID", "LISTEN_FDNAMES"):
+            env.pop(k, None)
+        self.notify = notify
+        if notify is not None:
+            env["NOTIFY_SOCKET"] = notify.addr
+        env.update(env_extra or {})
         self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE if stdout_pipe else self.outf,
-                                  stderr=self.errf, env=env)
+                                  stderr=self.errf, env=env, pass_fds=pass_fds,
+                                  preexec_fn=preexec_fn)
         self.pid = self.p.pid
+        try:
+            self.pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            self.pidfd = None       # then only the deadline notices an early exit
         self.rc = None
         ctx.procs.append(self)
 
@@ -523,32 +636,42 @@ class Proc:
         return out
 
 
+    def wait_ready(self, ready_path, deadline_s):
+        """block until READY=1 (see the module doc); the ready file's JSON"""
+        self.notify.wait(lambda m: m.get("READY") == "1", deadline_s, self,
+                         f"READY=1 from {self.name}")
+        with open(ready_path) as f:
+            info = json.load(f)
+        if info.get("pid") != self.pid:
+            raise Failure(f"{self.name}: ready file names pid {info.get('pid')}, "
+                          f"not {self.pid}")
+        return info
+
+    def close(self):
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        if self.notify is not None:
+            self.notify.close()
+
+
+def port_of(addr):
+    """the port of "127.0.0.1:8080" / "[::1]:8080" """
+    return int(addr.rsplit(":", 1)[1])
+
+
 class Sim(Proc):
     def __init__(self, ctx, extra=()):
         binary = os.path.join(ctx.build, "tokentap-sim")
         if not os.access(binary, os.X_OK):
             raise Skip(f"{binary} not built")
-        super().__init__(ctx, f"sim{len(ctx.procs)}",
-                         [binary, "--listen", "127.0.0.1:0", *extra],
-                         stdout_pipe=True)
-        r, _, _ = select.select([self.p.stdout], [], [], 10 * ctx.slow)
-        line = self.p.stdout.readline().decode() if r else ""
-        m = re.match(r"listening on 127\.0\.0\.1:(\d+)", line)
-        if not m:
-            self.p.kill()
-            raise Failure(f"tokentap-sim did not say where it listens: {line!r} "
-                          f"stderr: {self.stderr()[-300:]!r}")
-        self.port = int(m.group(1))
+        name = f"sim{len(ctx.procs)}"
+        ready = os.path.join(ctx.tmp, f"{name}.ready.json")
+        super().__init__(ctx, name,
+                         [binary, "--listen", "127.0.0.1:0", "--ready-file", ready, *extra],
+                         notify=Notify(ctx, name))
+        self.port = port_of(self.wait_ready(ready, 10 * ctx.slow)["listen"])
         self.url = f"http://127.0.0.1:{self.port}"
-        # keep draining stdout so the sim never blocks on it
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self):
-        try:
-            while self.p.stdout.read(4096):
-                pass
-        except (OSError, ValueError):
-            pass
 
     def stats(self):
         r = http(self.port, "GET", "/stats")
@@ -558,51 +681,51 @@ class Sim(Proc):
 
 
 class Proxy(Proc):
+    """tokentap; admin "auto" = an admin listener on 127.0.0.1:0.  With
+    wait=False the caller waits (e.g. for an expected exit); <env_extra>,
+    <pass_fds>, <preexec_fn> and <listen> (default 127.0.0.1:0) serve the
+    systemd tests."""
+
     def __init__(self, ctx, upstream, record=True, admin="off", extra=(),
-                 expect_rc=0, wait=True, asan=""):
+                 expect_rc=0, wait=True, asan="", listen="127.0.0.1:0",
+                 env_extra=None, pass_fds=(), preexec_fn=None, argv0=()):
         binary = os.path.join(ctx.build, "tokentap")
         if not os.access(binary, os.X_OK):
             raise Skip(f"{binary} not built")
         self.record_path = os.path.join(ctx.tmp, f"records{len(ctx.procs)}.jsonl") if record else None
         name = f"proxy{len(ctx.procs)}"
-        # free_port() can race with another process taking the port: retry
-        for attempt in range(3):
-            self.port = free_port()
-            argv = [binary, "--listen", f"127.0.0.1:{self.port}", "--upstream", upstream]
-            if admin == "auto" or (attempt and self.admin_auto):
-                self.admin_auto = True
-                self.admin_port = free_port()
-                adm = f"127.0.0.1:{self.admin_port}"
-            else:
-                self.admin_auto = False
-                adm = admin
-                self.admin_port = int(admin.rsplit(":", 1)[1]) if admin != "off" else None
-            argv += ["--admin", adm]
-            if self.record_path:
-                argv += ["--record", self.record_path]
-            argv += list(extra)
-            super().__init__(ctx, name, argv, expect_rc=expect_rc, asan=asan)
-            if not wait:
-                return
-            end = time.monotonic() + 10 * ctx.slow
-            while not port_accepts(self.port):
-                if not self.alive():
-                    break
-                if time.monotonic() > end:
-                    raise Failure("tokentap did not accept connections within 10s")
-                time.sleep(0.01)
-            if self.alive():
-                return
-            err = self.stderr()
-            if b"in use" in err and attempt < 2:
-                self.wait(1)
-                ctx.procs.remove(self)
-                continue
-            raise Failure(f"tokentap exited {self.p.returncode} at start: "
-                          f"{err[-500:].decode('utf-8', 'replace')}")
+        self.ready_path = os.path.join(ctx.tmp, f"{name}.ready.json")
+        adm = "127.0.0.1:0" if admin == "auto" else admin
+        argv = [*argv0, binary]
+        if listen is not None:
+            argv += ["--listen", listen]
+        argv += ["--upstream", upstream, "--admin", adm, "--ready-file", self.ready_path]
+        if self.record_path:
+            argv += ["--record", self.record_path]
+        argv += list(extra)
+        super().__init__(ctx, name, argv, expect_rc=expect_rc, asan=asan,
+                         notify=Notify(ctx, name), env_extra=env_extra,
+                         pass_fds=pass_fds, preexec_fn=preexec_fn)
+        self.port = self.admin_port = None
+        if wait:
+            self.ready = self.wait_ready(self.ready_path, 10 * ctx.slow)
+            self.port = port_of(self.ready["listen"])
+            if self.ready.get("admin") is not None:
+                self.admin_port = port_of(self.ready["admin"])
 
     def conn(self, **kw):
         return Conn(self.port, **kw)
+
+    def reload(self):
+        """SIGHUP, then block until the reload is over: RELOADING=1 and the
+        READY=1 after it (proxy/sdnotify.c); returns that READY message"""
+        n = len(self.notify.drain())
+        self.signal(signal.SIGHUP)
+        self.notify.wait(lambda m: m.get("RELOADING") == "1", 10 * self.ctx.slow, self,
+                         "RELOADING=1 after SIGHUP")
+        return self.notify.wait(
+            lambda m: m.get("READY") == "1" and self.notify.messages.index(m) > n,
+            10 * self.ctx.slow, self, "READY=1 after the reload")
 
     def request(self, method, path, body=None, headers=None, **kw):
         return http(self.port, method, path, body, headers, **kw)
@@ -751,6 +874,10 @@ class Ctx:
     def fake(self, handler):
         return FakeUpstream(self, handler)
 
+    def dead_port(self):
+        """a port nothing listens on, for as long as the test runs"""
+        return DeadPort(self).port
+
     def note(self, msg):
         self.notes.append(msg)
 
@@ -785,6 +912,7 @@ class Ctx:
             if p.rc is None:
                 p.stop()
             problems += p.problems()
+            p.close()
         return problems
 
 

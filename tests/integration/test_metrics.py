@@ -125,7 +125,7 @@ class Prometheus:
 
     def __init__(self, t, targets, rules=()):
         exe = need("prometheus")
-        self.port = harness.free_port()
+        self.port = None
         d = os.path.join(t.tmp, "prom")
         os.makedirs(d)
         cfg = os.path.join(d, "prometheus.yml")
@@ -138,13 +138,20 @@ class Prometheus:
                     "      - targets: [" + ", ".join(f"'{x}'" for x in targets) + "]\n")
         self.proc = harness.Proc(t, "prometheus", [
             exe, f"--config.file={cfg}", f"--storage.tsdb.path={os.path.join(d, 'data')}",
-            f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"])
+            "--web.listen-address=127.0.0.1:0", "--log.level=warn"])
         harness.wait_until(lambda: self._ready(), 20 * t.slow, 0.1, "prometheus to be ready")
 
     def _ready(self):
+        # prometheus has no readiness notification: its port (bound as 0,
+        # read from /proc) and then GET /-/ready are polled to a deadline
         if not self.proc.alive():
             raise harness.Failure("prometheus exited: "
                                   + self.proc.stderr()[-600:].decode("utf-8", "replace"))
+        if self.port is None:
+            ports = harness.listening_ports(self.proc.pid)
+            if not ports:
+                return False
+            self.port = ports[0]
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1) as r:
                 return r.status == 200

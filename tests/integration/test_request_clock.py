@@ -1,25 +1,36 @@
 """The request clock (SPEC 5, 7): streams with designed timings from the sim,
 checked against the numbers in the record.
 
-The sim times every event from the instant the request was complete at the
-sim (t_start): headers and the dialect's head events at t_start, token event
-k at t_start + ttft_ms + k * gap_ms (reasoning events first).  The proxy's
-t0 is the first request byte it read; between the two lie the upstream
-connect (avoided: every proxy here is warmed up so the upstream connection
-is reused) and the forwarding of the request, a fraction of a millisecond
-on an idle machine but more on a loaded one.  So designed instants are
-checked relative to the record's own response_headers boundary (= the sim's
-t_start; sanity-checked to be under 50 ms), within t.tol_ms (6 ms release,
-15 ms under sanitizers); durations between two events need no reference.
+Every timing check is a causal bracket, true however loaded the machine:
+
+  lower: the sim times event k from the instant the request was complete at
+  the sim (t_start) and never sends early (precise timers): event k leaves
+  at t_start + design_k or later; t_start comes after the proxy read the
+  first request byte (its t0).  So the proxy's "event k at X ms after t0"
+  is >= design_k.
+
+  upper: the proxy takes its timestamp on entering the read callback, before
+  it writes those bytes to the client; the client sent the request before
+  the proxy's t0.  So X <= (the client's recv() of the end of event k) -
+  (the client's send), both on the same CLOCK_MONOTONIC.
+
+On an idle machine the bracket is a fraction of a millisecond wide; on a
+loaded one it widens by exactly the delays that really happened, so no
+tolerance is guessed and no retry is needed.  Differences of two instants
+(gaps, ITL, TTFO - TTFT) are bracketed by combining the two brackets.
 """
+import re
 import statistics
 
 import harness
-from harness import build_request, metric, retry_on_failure, timeline, timeout
+from harness import build_request, metric, timeline, timeout
+
+EPS = 0.002     # ms: the record's values are rounded to the microsecond
 
 
 def run(t, px, body, path="/v1/chat/completions", rid=None):
-    """one request through the proxy; (Response, its record)"""
+    """one request through the proxy; (Response, its record); the Response
+    keeps the client's send time and every recv() time (r.conn)"""
     headers = [("X-Request-Id", rid)] if rid else []
     n0 = len(px.records())
     r = px.post(path, body, headers=headers, timeout=30)
@@ -42,37 +53,74 @@ def warm_proxy(t, **kw):
     return sim, px
 
 
-def ref_ms(t, rec):
-    """the sim's t_start on the record's clock: response_headers (ms)"""
-    b = timeline(rec, "response_headers")
-    t.check(b is not None, "record has no response_headers boundary")
-    t.check(b < 50 * t.slow, f"response headers {b:.1f} ms after t0: upstream far too slow")
-    return b
+class Client:
+    """What the client saw of response <r>: ms after its send, when it had
+    the end of each event (all events; token events: those carrying a
+    token text of the sim, "tokN " / "thinkN ", not seen in an earlier
+    event, so that summary events repeating the text do not count) and the
+    last body byte."""
+
+    TOKEN = re.compile(rb"(?:tok|think)\d+ ")
+
+    def __init__(self, r):
+        self.r = r
+        self.t_send = r.conn.sent_ns[0]
+        ndjson = "ndjson" in (r.header("content-type") or "")
+        sep = re.compile(rb"\r?\n" if ndjson else rb"\r\n\r\n|\n\n")
+        body = r.body
+        self.events, self.token_events = [], []
+        seen = set()
+        pos = 0
+        while pos < len(body):
+            m = sep.search(body, pos)
+            end = len(body) if m is None else m.end()
+            ev = (self.ms(end - 1), body[pos:end])
+            self.events.append(ev)
+            toks = set(self.TOKEN.findall(ev[1]))
+            if toks - seen:
+                self.token_events.append(ev)
+            seen |= toks
+            pos = end
+        self.end = self.ms(len(r.body) - 1) if r.body else 0.0
+
+    def ms(self, body_index):
+        return (self.r.body_arrival_ns(body_index) - self.t_send) / 1e6
+
+    def first(self, text):
+        """ms when the client had the whole event carrying <text>"""
+        for at, ev in self.events:
+            if text in ev:
+                return at
+        raise harness.Failure(f"{text!r} not in the response")
 
 
-def check_gaps(t, icl, design):
-    """inter-chunk gaps: median within tol of <design>, and at most 1 in 8
-    outside it (a loaded machine stalls a process now and then; the stall
-    is real, the sim's schedule then catches up, so it shows as one long
-    gap followed by a short one)"""
-    med = statistics.median(icl)
-    t.near(med, design, t.tol_ms, "median inter-chunk gap")
-    bad = [round(x, 3) for x in icl if abs(x - design) > t.tol_ms]
-    t.check(len(bad) <= len(icl) // 8,
-            f"{len(bad)} of {len(icl)} inter-chunk gaps off {design} ms: {bad[:12]}")
-    if bad:
-        t.note(f"{len(bad)} outlying gaps {bad[:6]}")
+def bracket(t, got, lo, hi, what):
+    """lo <= got <= hi (causal bounds, see the module doc)"""
+    t.check(got is not None, f"{what}: absent")
+    t.check(lo - EPS <= got <= hi + EPS,
+            f"{what}: {got:.3f} ms outside the causal bracket [{lo:.3f}, {hi:.3f}]")
+    return got
 
 
-def near_design(t, rec, tag, design, what=None):
-    """metric <tag> is <design> ms after the sim's t_start"""
-    v = metric(rec, tag)
-    t.near(None if v is None else v - ref_ms(t, rec), design, t.tol_ms,
-           f"{what or tag} (relative to response_headers)")
+def check_gaps(t, icl, design_at, upper_at):
+    """inter-chunk gap k (token event k to k+1) within
+    [design_{k+1} - upper_k, upper_{k+1} - design_k]"""
+    t.eq(len(icl), len(design_at) - 1, "inter_chunk_latency gaps")
+    for k, g in enumerate(icl):
+        bracket(t, g, design_at[k + 1] - upper_at[k], upper_at[k + 1] - design_at[k],
+                f"inter-chunk gap {k}")
+
+
+def token_brackets(t, rec, cl, design_at):
+    """the token events' brackets: (lower, upper) lists, and the record's
+    TTFT bracketed by the first one"""
+    upper = [at for at, _ in cl.token_events]
+    t.eq(len(upper), len(design_at), "token events the client saw")
+    bracket(t, metric(rec, "time_to_first_token"), design_at[0], upper[0], "time_to_first_token")
+    return upper
 
 
 @timeout(40)
-@retry_on_failure(1)
 def test_ttft_latency_itl_of_designed_stream(t):
     """first token at 450 ms, 119 more 25 ms apart: TTFT 450, request
     latency 3425, ITL 25, every inter-chunk gap 25, OSL 120 from usage"""
@@ -80,29 +128,33 @@ def test_ttft_latency_itl_of_designed_stream(t):
     r, rec = run(t, px, harness.chat_body({"ttft_ms": 450, "tokens": 120, "gap_ms": 25,
                                            "usage": True}), rid="clock-1")
     t.eq(r.status, 200, "status")
-    tol = t.tol_ms
     t.eq(rec["error"], None, "record error")
     t.eq(rec["metadata"]["api"], "openai.chat", "api")
-    near_design(t, rec, "time_to_first_token", 450)
-    near_design(t, rec, "time_to_first_output_token", 450)
-    near_design(t, rec, "request_latency", 3425)
-    t.near(metric(rec, "inter_token_latency"), 25, tol / 20, "inter_token_latency")
-    t.near(metric(rec, "time_to_second_token"), 25, tol, "time_to_second_token")
-    t.near(metric(rec, "output_token_throughput_per_user"), 40, 40 * (tol / 20) / 25 + 0.01,
-           "output_token_throughput_per_user")
+    cl = Client(r)
+    design = [450 + 25 * k for k in range(120)]
+    up = token_brackets(t, rec, cl, design)
+    ttft = metric(rec, "time_to_first_token")
+    bracket(t, metric(rec, "time_to_first_output_token"), 450, up[0], "time_to_first_output_token")
+    lat = bracket(t, metric(rec, "request_latency"), design[-1], cl.end, "request_latency")
+    itl = bracket(t, metric(rec, "inter_token_latency"), (design[-1] - up[0]) / 119,
+                  (cl.end - design[0]) / 119, "inter_token_latency")
+    t.near(itl, (lat - ttft) / 119, 0.01, "ITL by the SPEC formula")
+    bracket(t, metric(rec, "time_to_second_token"), design[1] - up[0], up[1] - design[0],
+            "time_to_second_token")
+    t.near(metric(rec, "output_token_throughput_per_user"), 1000 / itl, 0.01,
+           "output_token_throughput_per_user = 1000 / ITL")
     t.eq(metric(rec, "output_sequence_length"), 120, "output_sequence_length")
     t.eq(metric(rec, "output_token_count"), 120, "output_token_count")
     t.eq(metric(rec, "input_sequence_length"), 10, "input_sequence_length")
     t.eq(rec["metadata"]["token_count_source"], "usage", "token_count_source")
     icl = metric(rec, "inter_chunk_latency")
     t.check(isinstance(icl, list), f"inter_chunk_latency is not a list: {icl!r}")
-    t.eq(len(icl), 119, "inter_chunk_latency gaps")
-    check_gaps(t, icl, 25)
+    check_gaps(t, icl, design, up)
     t.eq(rec["metadata"]["token_events"], 120, "token_events")
+    t.note(f"bracket widths: TTFT {up[0] - 450:.3f} ms, latency {cl.end - design[-1]:.3f} ms")
 
 
 @timeout(30)
-@retry_on_failure(1)
 def test_reasoning_first_ttfo_minus_ttft(t):
     """20 reasoning tokens 20 ms apart, then the answer: TTFT at the first
     reasoning token, TTFO 400 ms later, reasoning_latency 400"""
@@ -110,22 +162,22 @@ def test_reasoning_first_ttfo_minus_ttft(t):
     r, rec = run(t, px, harness.chat_body({"ttft_ms": 200, "reasoning_tokens": 20, "tokens": 10,
                                            "gap_ms": 20, "usage": True}))
     t.eq(r.status, 200, "status")
-    tol = t.tol_ms
+    cl = Client(r)
+    up = token_brackets(t, rec, cl, [200 + 20 * k for k in range(30)])
     ttft = metric(rec, "time_to_first_token")
-    ttfo = metric(rec, "time_to_first_output_token")
-    near_design(t, rec, "time_to_first_token", 200)
-    near_design(t, rec, "time_to_first_output_token", 600)
-    t.near(ttfo - ttft, 400, tol, "TTFO - TTFT")
-    t.near(metric(rec, "reasoning_latency"), 400, tol, "reasoning_latency")
+    ttfo = bracket(t, metric(rec, "time_to_first_output_token"), 600, cl.first(b"tok0 "),
+                   "time_to_first_output_token")
+    t.check(cl.first(b"think0 ") == up[0], "the first token event is reasoning")
+    bracket(t, ttfo - ttft, 600 - up[0], cl.first(b"tok0 ") - 200, "TTFO - TTFT")
+    t.near(metric(rec, "reasoning_latency"), ttfo - ttft, 0.01, "reasoning_latency = TTFO - TTFT")
     t.eq(metric(rec, "reasoning_token_count"), 20, "reasoning_token_count")
     t.eq(metric(rec, "output_token_count"), 10, "output_token_count")
     t.eq(metric(rec, "output_sequence_length"), 30, "output_sequence_length")
     t.eq(rec["metadata"]["token_count_source"], "usage", "token_count_source")
-    near_design(t, rec, "request_latency", 200 + 29 * 20)
+    bracket(t, metric(rec, "request_latency"), 200 + 29 * 20, cl.end, "request_latency")
 
 
 @timeout(30)
-@retry_on_failure(1)
 def test_multi_token_events_icl_vs_itl(t):
     """3 tokens per event every 90 ms: inter-chunk gaps are 90 ms, ITL is
     (request_latency - TTFT) / (OSL - 1) = 810 / 29 ms per token"""
@@ -133,21 +185,23 @@ def test_multi_token_events_icl_vs_itl(t):
     r, rec = run(t, px, harness.chat_body({"ttft_ms": 100, "tokens": 30, "tokens_per_event": 3,
                                            "gap_ms": 90, "usage": True}))
     t.eq(r.status, 200, "status")
-    tol = t.tol_ms
+    cl = Client(r)
+    design = [100 + 90 * k for k in range(10)]
+    up = token_brackets(t, rec, cl, design)
     icl = metric(rec, "inter_chunk_latency")
     t.check(isinstance(icl, list) and len(icl) == 9, f"inter_chunk_latency: {icl!r}, want 9 gaps")
-    check_gaps(t, icl, 90)
+    check_gaps(t, icl, design, up)
     t.eq(metric(rec, "output_sequence_length"), 30, "output_sequence_length")
     t.eq(rec["metadata"]["token_events"], 10, "token_events")
-    ttft, rl = metric(rec, "time_to_first_token"), metric(rec, "request_latency")
-    near_design(t, rec, "time_to_first_token", 100)
-    near_design(t, rec, "request_latency", 100 + 9 * 90)
+    ttft = metric(rec, "time_to_first_token")
+    rl = bracket(t, metric(rec, "request_latency"), design[-1], cl.end, "request_latency")
     t.near(metric(rec, "inter_token_latency"), (rl - ttft) / 29, 0.01, "ITL by the SPEC formula")
-    t.near(metric(rec, "inter_token_latency"), 810 / 29, tol / 29 * 2, "inter_token_latency")
+    # 29 token intervals over the 810 ms between the first and last event
+    bracket(t, metric(rec, "inter_token_latency"), (design[-1] - up[0]) / 29,
+            (cl.end - design[0]) / 29, "inter_token_latency")
 
 
 @timeout(30)
-@retry_on_failure(1)
 def test_role_only_chunk_does_not_stop_ttft(t):
     """the role-only first chunk (sent with the headers) is an event but not
     a token event: TTFT is the first content token, 300 ms later"""
@@ -157,15 +211,18 @@ def test_role_only_chunk_does_not_stop_ttft(t):
     t.eq(r.status, 200, "status")
     t.check(b'"role":"assistant"' in harness.sse_events(r.body)[0], "first event is not the role chunk")
     t.check(b'"content":"tok' not in harness.sse_events(r.body)[0], "role chunk carries content")
-    b = ref_ms(t, rec)
-    t.near(timeline(rec, "first_event") - b, 0, t.tol_ms, "first_event (the role chunk) - response_headers")
-    t.near(timeline(rec, "first_token") - b, 300, t.tol_ms, "first_token - response_headers")
-    near_design(t, rec, "time_to_first_token", 300)
+    cl = Client(r)
+    role_at = cl.first(b'"role":"assistant"')
+    bracket(t, timeline(rec, "first_event"), 0, role_at, "first_event (the role chunk)")
+    t.check(role_at < 300, f"the client had the role chunk at {role_at:.1f} ms, "
+                           "not before the first token")
+    token_brackets(t, rec, cl, [300 + 10 * k for k in range(5)])
+    t.near(timeline(rec, "first_token"), metric(rec, "time_to_first_token"), 0.01,
+           "first_token boundary = TTFT")
     t.eq(rec["metadata"]["token_events"], 5, "token_events")
     t.eq(rec["metadata"]["events"], 8, "events (role, 5 tokens, finish, [DONE])")
 
 
-@retry_on_failure(1)
 def test_non_streaming_latency_only(t):
     """a JSON (non-streaming) response: request_latency, token counts from
     usage, and no TTFT/TTFO/ITL/inter-chunk metrics"""
@@ -175,11 +232,10 @@ def test_non_streaming_latency_only(t):
     t.eq(r.status, 200, "status")
     t.eq(r.json()["object"], "chat.completion", "response object")
     t.eq(rec["metadata"]["stream"], False, "metadata.stream")
-    # the whole body leaves the sim at t_start + 200 + 9 * 10; this response
-    # has no earlier boundary, so the reference is the request being sent
+    # the whole body leaves the sim at t_start + 200 + 9 * 10 or later
     rs = timeline(rec, "request_sent")
-    t.check(rs is not None and rs < 50 * t.slow, f"request_sent {rs}")
-    t.near(metric(rec, "request_latency") - rs, 290, t.tol_ms, "request_latency - request_sent")
+    t.check(rs is not None and rs >= 0, f"request_sent {rs}")
+    bracket(t, metric(rec, "request_latency"), 290, Client(r).end, "request_latency")
     for tag in ("time_to_first_token", "time_to_second_token", "time_to_first_output_token",
                 "inter_token_latency", "inter_chunk_latency", "output_token_throughput_per_user"):
         t.check(tag not in rec["metrics"], f"{tag} present for a non-streaming response")
@@ -234,10 +290,11 @@ def test_missing_terminal_marker_truncated(t):
 
 
 @timeout(40)
-@retry_on_failure(1)
 def test_client_observed_ttft_matches_record(t):
-    """the client's own TTFT (send -> recv() of the first token event) and
-    the record's TTFT agree within 1 ms (median of 7; release build)"""
+    """the record's TTFT lies between the designed 120 ms and the client's
+    own TTFT (send -> recv() of the first token event), for 7 requests; how
+    close the two are (the proxy's overhead) is noted, and measured under
+    load by bench/run.sh (ttft), not asserted here"""
     sim = t.sim()
     px = t.proxy(sim.url)
     diffs = []
@@ -258,15 +315,11 @@ def test_client_observed_ttft_matches_record(t):
         rec = harness.wait_until(lambda: [x for x in px.records()
                                           if x["metadata"].get("x_request_id") == rid],
                                  5 * t.slow, what=f"record {rid}")[0]
-        diffs.append(client_ttft - metric(rec, "time_to_first_token"))
+        ttft = bracket(t, metric(rec, "time_to_first_token"), 120, client_ttft,
+                       f"time_to_first_token of {rid}")
+        diffs.append(client_ttft - ttft)
     med = statistics.median(diffs)
-    lim = 1.0 if not t.san else 5.0
-    t.check(abs(med) <= lim, f"client TTFT - record TTFT: median {med:.3f} ms "
-                             f"(all: {[round(d, 3) for d in diffs]}), want within {lim} ms")
-    within = sum(1 for d in diffs if abs(d) <= lim)
-    t.check(within >= 5, f"only {within} of 7 requests within {lim} ms: "
-                         f"{[round(d, 3) for d in diffs]}")
-    t.note(f"median diff {med:.3f} ms; all {[round(d, 3) for d in diffs]}")
+    t.note(f"client TTFT - record TTFT: median {med:.3f} ms; all {[round(d, 3) for d in diffs]}")
 
 
 # ---- one designed stream per API dialect -------------------------------------
@@ -307,15 +360,16 @@ def dialect_case(path, body, api, source):
         t.eq(r.status, 200, "status")
         t.check(r.complete, "body incomplete")
         md = rec["metadata"]
-        tol = t.tol_ms
         t.eq(rec["error"], None, "record error")
         t.eq(md["api"], api, "api")
         t.eq(md["stream"], True, "stream")
         t.eq(md["token_events"], 10, "token_events")
         t.eq(md["reasoning_events"], 4, "reasoning_events")
-        near_design(t, rec, "time_to_first_token", 100)
-        near_design(t, rec, "time_to_first_output_token", 180)
-        near_design(t, rec, "request_latency", 100 + 9 * 20)
+        cl = Client(r)
+        token_brackets(t, rec, cl, [100 + 20 * k for k in range(10)])
+        bracket(t, metric(rec, "time_to_first_output_token"), 180, cl.first(b"tok0 "),
+                "time_to_first_output_token")
+        bracket(t, metric(rec, "request_latency"), 100 + 9 * 20, cl.end, "request_latency")
         t.eq(metric(rec, "output_sequence_length"), 10, "output_sequence_length")
         t.eq(md["token_count_source"], source, "token_count_source")
         if source == "usage":
@@ -336,7 +390,7 @@ def dialect_case(path, body, api, source):
 
 
 for _name, (_p, _b, _api, _src) in DIALECTS.items():
-    _fn = retry_on_failure(1)(dialect_case(_p, _b, _api, _src))
+    _fn = dialect_case(_p, _b, _api, _src)
     _fn.__name__ = f"test_dialect_{_name}_designed_stream"
     _fn.__doc__ = f"{_api} stream with 4 reasoning + 6 answer tokens: counts and clock"
     globals()[_fn.__name__] = _fn
