@@ -241,54 +241,121 @@ static void jw_key(struct jw *w, const char *k, int *first)
     jw_raw(w, "\":", 2);
 }
 
-/* ---- the record --------------------------------------------------------- */
+/* ---- redaction ----------------------------------------------------------- */
 
-/* query parameters whose values are credentials (Gemini's ?key=...) */
+/*
+ * Query parameters whose values are credentials: Gemini's ?key=, the
+ * usual API-key and OAuth spellings, Azure's subscription-key and the
+ * AWS pre-signed URL fields.  Compared case-insensitively after
+ * percent-decoding, so ?%6Bey= and ?K%45Y= are caught too.
+ */
+static const char *const secret_names[] = {
+    "key", "api_key", "api-key", "apikey", "x-api-key", "x-goog-api-key",
+    "access_token", "refresh_token", "id_token", "token", "auth",
+    "authorization", "password", "passwd", "secret", "client_secret",
+    "subscription-key", "sig", "signature", "x-amz-signature",
+    "x-amz-security-token", "x-amz-credential",
+};
+
+static int hexval(int c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* percent-decode <in> (n bytes) into <out>, '+' as a space; returns the
+ * length, or SIZE_MAX when it does not fit */
+static size_t pct_decode(const char *in, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)in[i], h, l;
+        if (c == '%' && i + 2 < n && (h = hexval(in[i + 1])) >= 0 &&
+            (l = hexval(in[i + 2])) >= 0) {
+            c = h * 16 + l;
+            i += 2;
+        } else if (c == '+') {
+            c = ' ';
+        }
+        if (o == cap)
+            return SIZE_MAX;
+        out[o++] = (char)c;
+    }
+    return o;
+}
+
+/* is the parameter name <name> (n bytes, as sent) a credential? */
 static int secret_param(const char *name, size_t n)
 {
-    static const char *const names[] = {
-        "key", "api_key", "api-key", "apikey", "x-api-key", "access_token",
-        "token", "auth", "authorization", "password", "sig", "signature",
-    };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (strlen(names[i]) == n && strncasecmp(names[i], name, n) == 0)
+    char a[64], b[64];
+    const char *cur = name;
+
+    /* decode until stable: %256Bey is %6Bey is key to a server that
+     * decodes twice; three rounds cover every sane stack */
+    for (int round = 0; round < 3; round++) {
+        char *dst = round % 2 ? b : a;
+        size_t m = pct_decode(cur, n, dst, sizeof(a));
+        if (m == SIZE_MAX)
+            return 0;               /* longer than any secret name */
+        int same = m == n && memcmp(dst, cur, n) == 0;
+        cur = dst;
+        n = m;
+        if (same)
+            break;
+    }
+    for (size_t i = 0; i < sizeof(secret_names) / sizeof(secret_names[0]); i++)
+        if (strlen(secret_names[i]) == n && strncasecmp(secret_names[i], cur, n) == 0)
             return 1;
     return 0;
 }
 
-/* the path with values of secret query parameters replaced by REDACTED */
-static void jw_path(struct jw *w, const char *path)
+size_t tt_redact_path(const char *path, char *out, size_t outlen)
 {
-    const char *q = strchr(path, '?');
-    if (q == NULL) {
-        jw_str(w, path);
-        return;
-    }
+    const char *q = strchr(path, '?'), *p;
+    size_t o = 0, cap;
 
-    char buf[sizeof(((struct tt_request *)0)->path) + 64];
-    size_t o = 0, cap = sizeof(buf) - 1;
-    const char *p = q + 1;
-
+    if (outlen == 0)
+        return 0;
+    cap = outlen - 1;
 #define PUT(s, n) do { size_t _n = (n); if (o + _n > cap) _n = cap - o; \
-                       memcpy(buf + o, (s), _n); o += _n; } while (0)
+                       memcpy(out + o, (s), _n); o += _n; } while (0)
+    if (q == NULL) {
+        PUT(path, strlen(path));
+        out[o] = '\0';
+        return o;
+    }
+    p = q + 1;
     PUT(path, (size_t)(p - path));
     while (*p != '\0') {
-        const char *amp = strchr(p, '&');
-        const char *end = amp ? amp : p + strlen(p);
-        const char *eq = memchr(p, '=', (size_t)(end - p));
+        /* '&' and ';' both separate: redact for either reading */
+        size_t len = strcspn(p, "&;");
+        const char *end = p + len;
+        const char *eq = memchr(p, '=', len);
         if (eq != NULL && secret_param(p, (size_t)(eq - p))) {
             PUT(p, (size_t)(eq - p) + 1);
             PUT("REDACTED", 8);
         } else {
-            PUT(p, (size_t)(end - p));
+            PUT(p, len);
         }
-        if (amp == NULL)
+        if (*end == '\0')
             break;
-        PUT("&", 1);
-        p = amp + 1;
+        PUT(end, 1);
+        p = end + 1;
     }
 #undef PUT
-    jw_strn(w, buf, o);
+    out[o] = '\0';
+    return o;
+}
+
+/* ---- the record --------------------------------------------------------- */
+
+/* the path with values of secret query parameters replaced by REDACTED */
+static void jw_path(struct jw *w, const char *path)
+{
+    char buf[TT_REDACT_MAX];
+    size_t n = tt_redact_path(path, buf, sizeof(buf));
+    jw_strn(w, buf, n);
 }
 
 static int64_t wall_of(const struct tt_request *r, uint64_t mono)

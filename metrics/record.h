@@ -48,6 +48,16 @@ char *tt_record_format(const struct tt_request *r,
                        const struct tt_metric_values *m, const char *source,
                        const struct tt_slo_result *slo, size_t *len);
 
+/*
+ * <path> with the values of credential query parameters (key, api_key,
+ * access_token, ...: metrics/record.c lists them; names compared after
+ * percent-decoding, case-insensitively) replaced by REDACTED, into <out>
+ * (NUL-terminated, truncated to <outlen> - 1).  Returns the length.  The one
+ * redaction used by records and by every log line that shows a path.
+ */
+#define TT_REDACT_MAX 640
+size_t tt_redact_path(const char *path, char *out, size_t outlen);
+
 struct tt_recorder;
 
 /*

@@ -41,6 +41,7 @@
 #include <llhttp.h>
 #include <openssl/rand.h>
 
+#include "metrics/record.h"
 #include "metrics/request.h"
 #include "proxy/httphead.h"
 #include "proxy/inspect.h"
@@ -391,8 +392,11 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
                      : status >= 400 && status < 500 ? "invalid_request_error"
                      : "proxy_error";
 
+    char shown[TT_REDACT_MAX];
+
+    tt_redact_path(c->req.path[0] ? c->req.path : "-", shown, sizeof(shown));
     tt_log_info("request %s %.64s: %d %s: %s", c->req.method[0] ? c->req.method : "-",
-                c->req.path[0] ? c->req.path : "-", status, type, msg);
+                shown, status, type, msg);
     close_upstream(c);
     if (c->active) {
         /* a request cut off inside its head: keep what is known of it */

@@ -36,7 +36,9 @@
 #include "proxy/admin.h"
 #include "proxy/conn.h"
 #include "proxy/jsonarena.h"
+#include "proxy/listen.h"
 #include "proxy/log.h"
+#include "proxy/ratelimit.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
 #include "tls/tls.h"
@@ -85,22 +87,22 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
                       struct sockaddr *sa, int socklen, void *arg)
 {
     struct tt_worker *w = arg;
+    static struct tt_ratelimit over_rl;
+    uint64_t held;
     (void)l;
     (void)sa;
     (void)socklen;
 
     if (w->nconns >= w->cfg->max_connections) {
-        evutil_closesocket(fd);
+        tt_listen_refuse(fd, w->srv->tls == NULL,
+                         "tokentap is at max_connections, retry later");
+        if (tt_ratelimit_ok(&over_rl, tt_now_mono(), TT_RATELIMIT_1S, &held))
+            tt_log_warn("worker %d: %u connections (max_connections): refusing "
+                        "new clients with 503 (%llu more refused since the last warning)",
+                        w->id, w->nconns, (unsigned long long)held);
         return;
     }
     tt_conn_accept(w, fd);
-}
-
-static void on_accept_error(struct evconnlistener *l, void *arg)
-{
-    (void)l;
-    (void)arg;
-    tt_log_warn("accept: %s", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 }
 
 static void on_grace(evutil_socket_t fd, short what, void *arg)
@@ -133,6 +135,8 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
     /* close the listening socket: new clients are refused by the kernel
      * (and go to another instance) instead of waiting in a backlog */
     if (w->listener != NULL) {
+        tt_listen_guard_free(w->lguard);
+        w->lguard = NULL;
         evconnlistener_free(w->listener);
         w->listener = NULL;
     }
@@ -224,7 +228,11 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
         tt_log_error("cannot listen on %s: %s", srv->cfg.listen, strerror(errno));
         return -1;
     }
-    evconnlistener_set_error_cb(w->listener, on_accept_error);
+    w->lguard = tt_listen_guard_new(w->listener, w->base, "the client listener");
+    if (w->lguard == NULL) {
+        tt_log_error("cannot guard the client listener: out of memory");
+        return -1;
+    }
     return 0;
 }
 
@@ -233,6 +241,7 @@ static void worker_free(struct tt_worker *w)
     while (w->conns != NULL)
         tt_conn_abort(w->conns);
     tt_upstream_close_idle(w);
+    tt_listen_guard_free(w->lguard);
     if (w->listener)
         evconnlistener_free(w->listener);
     if (w->drain_ev)

@@ -22,6 +22,7 @@ struct tt_conn;
 struct tt_upconn;
 struct tt_request;
 struct tt_server;
+struct tt_listen_guard;
 
 struct tt_worker {
     int                    id;
@@ -31,6 +32,7 @@ struct tt_worker {
     struct event_base     *base;       /* owned */
     struct evdns_base     *dns;        /* owned */
     struct evconnlistener *listener;   /* owned */
+    struct tt_listen_guard *lguard;    /* owned: EMFILE pause of <listener> */
     pthread_t              thread;
     struct tt_agg         *agg;        /* owned: this worker's aggregates */
     unsigned               inflight;   /* requests in progress */
