@@ -27,6 +27,7 @@
 #ifndef TT_RECORD_H
 #define TT_RECORD_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -92,6 +93,15 @@ void tt_recorder_reopen(struct tt_recorder *rec);
 
 /* block until every line queued before the call is written (or dropped) */
 void tt_recorder_flush(struct tt_recorder *rec);
+
+/*
+ * The same, for at most <ms> milliseconds, or until *<stop> (may be NULL)
+ * is set, say by a signal handler.  On timeout the writer gives up: what it
+ * holds and what is queued is dropped, counted and logged, and the sink is
+ * not written again.  Returns 0 when everything was written, -1 otherwise.
+ */
+int tt_recorder_flush_for(struct tt_recorder *rec, unsigned ms,
+                          const volatile sig_atomic_t *stop);
 
 /* write everything queued, stop the thread, close, free; NULL is a no-op */
 void tt_recorder_close(struct tt_recorder *rec);

@@ -152,6 +152,15 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
 
 static struct tt_server *the_server;
 
+/* SIGTERM/SIGINT once the loops are done: stop waiting for the records */
+static volatile sig_atomic_t late_signal;
+
+static void on_late_signal(int sig)
+{
+    (void)sig;
+    late_signal = 1;
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     struct tt_server *srv = arg;
@@ -396,9 +405,17 @@ out:
     for (i = 0; i < 3; i++)
         if (sigs[i])
             event_free(sigs[i]);
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
+    {
+        /* a signal now cuts the record flush short instead of killing a
+         * process that is about to exit 0 */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_late_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        signal(SIGHUP, SIG_IGN);
+    }
     if (srv->admin)
         tt_admin_free(srv->admin);
     if (srv->workers)
@@ -406,7 +423,12 @@ out:
             worker_free(&srv->workers[i]);
     free(srv->workers);
     if (srv->rec != NULL) {
-        tt_recorder_flush(srv->rec);
+        /* bounded: a sink nobody reads (--record - into a stuck pipe) must
+         * not hold the exit; what is left is dropped, counted and logged */
+        if (tt_recorder_flush_for(srv->rec, cfg->drain_timeout_ms, &late_signal) < 0)
+            tt_log_warn("records: %s; remaining records dropped",
+                        late_signal ? "a second signal ended the flush"
+                                    : "not flushed within drain_timeout");
         if (tt_recorder_dropped(srv->rec) > 0)
             tt_log_warn("%llu records could not be written (queue full or write errors)",
                         (unsigned long long)tt_recorder_dropped(srv->rec));

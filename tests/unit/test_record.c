@@ -219,6 +219,38 @@ static void test_record_error_and_absent(void **state)
     tt_request_reset(&r);
 }
 
+/* every spelling of a credential parameter is redacted, others kept */
+static void test_redact_path_spellings(void **state)
+{
+    static const struct { const char *in, *out; } cases[] = {
+        { "/m:gen?key=S1", "/m:gen?key=REDACTED" },
+        { "/m:gen?%6Bey=S1", "/m:gen?%6Bey=REDACTED" },
+        { "/m:gen?k%65y=S1", "/m:gen?k%65y=REDACTED" },
+        { "/m:gen?%4B%45%59=S1", "/m:gen?%4B%45%59=REDACTED" },
+        { "/m:gen?%4b%45%79=S1", "/m:gen?%4b%45%79=REDACTED" },
+        { "/m:gen?KEY=S1", "/m:gen?KEY=REDACTED" },
+        { "/m:gen?%256Bey=S1", "/m:gen?%256Bey=REDACTED" },
+        { "/x?a=1&api_key=S1&b=2", "/x?a=1&api_key=REDACTED&b=2" },
+        { "/x?api%5Fkey=S1", "/x?api%5Fkey=REDACTED" },
+        { "/x?access_token=S1;token=S2", "/x?access_token=REDACTED;token=REDACTED" },
+        { "/x?alt=sse&keys=1&monkey=2&key", "/x?alt=sse&keys=1&monkey=2&key" },
+        { "/x?x-goog-api-key=S1", "/x?x-goog-api-key=REDACTED" },
+        { "/plain/path", "/plain/path" },
+        { "/x?%zz=1&key=", "/x?%zz=1&key=REDACTED" },
+    };
+    char out[TT_REDACT_MAX];
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n = tt_redact_path(cases[i].in, out, sizeof(out));
+        assert_string_equal(out, cases[i].out);
+        assert_int_equal(n, strlen(cases[i].out));
+    }
+    /* truncation never shows a secret either */
+    assert_int_equal(tt_redact_path("/x?key=SECRET", out, 8), 7);
+    assert_string_equal(out, "/x?key=");
+}
+
 static void test_record_escaping_and_secrets(void **state)
 {
     struct tt_request r;
@@ -460,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_record_fields),
         cmocka_unit_test(test_record_error_and_absent),
         cmocka_unit_test(test_record_escaping_and_secrets),
+        cmocka_unit_test(test_redact_path_spellings),
         cmocka_unit_test(test_recorder_many_threads),
         cmocka_unit_test(test_recorder_queue_full),
         cmocka_unit_test(test_recorder_reopen),
