@@ -442,6 +442,10 @@ char *tt_record_format(const struct tt_request *r,
     jw_path(&w, r->path);
     jw_key(&w, "status", &f);
     jw_i64(&w, r->status);
+    if (r->inspect_skipped != NULL) {
+        jw_key(&w, "request_not_inspected", &f);
+        jw_str(&w, r->inspect_skipped);
+    }
     if (s->finish_reason[0]) {
         jw_key(&w, "finish_reason", &f);
         jw_str(&w, s->finish_reason);

@@ -94,6 +94,8 @@ struct tt_request {
     unsigned cancelled:1;       /* client went away before the end */
     unsigned upgraded:1;        /* Upgrade tunnel */
     const char *upstream_name;  /* "primary"; borrowed, static */
+    const char *inspect_skipped;/* body not read: "budget", "too_large",
+                                   "not_json"...; static, NULL = read */
 
     uint64_t bytes_in;          /* request body bytes */
     uint64_t bytes_out;         /* response body bytes */

@@ -45,6 +45,7 @@ struct tt_config {
     /* [admin] */
     char     admin[256];            /* "127.0.0.1:9464" or "off" */
     unsigned model_label_cap;       /* 32 */
+    unsigned admin_max_connections; /* 64 */
     /* [record] */
     char     record[TT_PATH_MAX];   /* "" none, "-" stdout */
     unsigned record_queue;          /* records queued for the writer: 4096 */
@@ -63,6 +64,8 @@ struct tt_config {
     unsigned upstream_idle_ms;      /* 300000 */
     unsigned client_idle_ms;        /* 75000 */
     unsigned max_connections;       /* 20000 */
+    size_t   inspect_max_bytes;     /* request body copy for the inspector: 1048576 */
+    size_t   inspect_budget;        /* all inspector copies: 67108864 */
 };
 
 void tt_config_defaults(struct tt_config *c);

@@ -561,7 +561,7 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
     evbuffer_add(c->uphead, "\r\n", 2);
 
     if (c->req.api != TT_API_OTHER) {
-        tt_inspect_init(&c->insp, 1 << 20);
+        tt_inspect_init(&c->insp, cfg->inspect_max_bytes);
         c->insp_on = 1;
     }
     evtimer_del(c->ctimer);

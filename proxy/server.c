@@ -35,6 +35,7 @@
 #include "metrics/record.h"
 #include "proxy/admin.h"
 #include "proxy/conn.h"
+#include "proxy/inspect.h"
 #include "proxy/jsonarena.h"
 #include "proxy/listen.h"
 #include "proxy/log.h"
@@ -315,6 +316,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
     srv->argv = argv;
     pthread_rwlock_init(&srv->slo_lock, NULL);
     tt_log_level = cfg->log_level;
+    tt_inspect_set_budget(cfg->inspect_budget);
 
     if (tt_url_parse(cfg->upstream, &srv->up, err, sizeof(err)) < 0) {
         tt_log_error("--upstream: %s", err);
