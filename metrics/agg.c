@@ -36,6 +36,27 @@
 enum { WC_OK = TT_OUT_OK, WC_ERROR = TT_OUT_ERROR, WC_CANCELLED = TT_OUT_CANCELLED,
        WC_GOOD, WC_JUDGED, WC__COUNT };
 
+/*
+ * tokentap_errors_total{type}: a fixed list of the error types requests
+ * are recorded with (metrics/request.h err_type); a type not listed counts
+ * as "other", so the label set stays bounded whatever is added later.
+ */
+static const char *const err_names[] = {
+    "bad_request", "header_too_large", "payload_too_large", "request_timeout",
+    "cancelled", "upstream_connect", "upstream_connect_timeout", "upstream_tls",
+    "upstream_timeout", "upstream_idle_timeout", "upstream_reset",
+    "upstream_bad_response", "truncated", "upstream_status", "other",
+};
+#define NERR (sizeof(err_names) / sizeof(err_names[0]))
+
+static unsigned err_index(const char *type)
+{
+    for (unsigned i = 0; i + 1 < NERR; i++)
+        if (strcmp(err_names[i], type) == 0)
+            return i;
+    return NERR - 1;
+}
+
 enum { TOK_INPUT, TOK_OUTPUT, TOK_REASONING, TOK__COUNT };
 static const char *const tok_names[TOK__COUNT] = { "input", "output", "reasoning" };
 
@@ -102,6 +123,7 @@ struct series {
     uint64_t       tokens[TOK__COUNT];
     uint64_t       token_events;
     uint64_t       parse_errors;
+    uint64_t       errors[NERR];    /* by err_names[] */
     struct fam_hist h[TT_FAM__COUNT];
 };
 
@@ -470,6 +492,8 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
         s->tokens[TOK_REASONING] += (uint64_t)m->v[TT_M_REASONING_TOKENS];
     s->token_events += r->s.token_events;
     s->parse_errors += r->s.parse_errors;
+    if (r->err_type != NULL)
+        s->errors[err_index(r->err_type)]++;
 
     if (oc == TT_OUT_OK) {
         for (int f = 0; f < TT_FAM__COUNT; f++) {
@@ -535,6 +559,8 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
             d->tokens[i] += s->tokens[i];
         d->token_events += s->token_events;
         d->parse_errors += s->parse_errors;
+        for (unsigned i = 0; i < NERR; i++)
+            d->errors[i] += s->errors[i];
         for (int f = 0; f < TT_FAM__COUNT; f++) {
             for (unsigned i = 0; i <= dst->nb[f]; i++)
                 d->h[f].b[i] += s->h[f].b[i];
@@ -598,6 +624,34 @@ static void family_head(struct evbuffer *out, const char *name,
 {
     evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
                         type);
+}
+
+/* errors by (upstream, api), summed over the model label */
+static void expose_errors(const struct tt_agg *a, struct evbuffer *out)
+{
+    for (const struct series *s = a->first; s != NULL; s = s->order) {
+        uint64_t sum[NERR];
+        int seen = 0;
+        char up[UPSTREAM_LEN * 3 + 1], api[API_LEN * 3 + 1];
+
+        /* only the first series of each (upstream, api) prints it */
+        for (const struct series *p = a->first; p != s && !seen; p = p->order)
+            seen = strcmp(p->upstream, s->upstream) == 0 && strcmp(p->api, s->api) == 0;
+        if (seen)
+            continue;
+        memset(sum, 0, sizeof(sum));
+        for (const struct series *q = s; q != NULL; q = q->order)
+            if (strcmp(q->upstream, s->upstream) == 0 && strcmp(q->api, s->api) == 0)
+                for (unsigned i = 0; i < NERR; i++)
+                    sum[i] += q->errors[i];
+        up[escape_label(up, s->upstream)] = '\0';
+        api[escape_label(api, s->api)] = '\0';
+        for (unsigned i = 0; i < NERR; i++)
+            if (sum[i] > 0)
+                evbuffer_add_printf(out,
+                                    "tokentap_errors_total{upstream=\"%s\",api=\"%s\",type=\"%s\"} %llu\n",
+                                    up, api, err_names[i], (unsigned long long)sum[i]);
+    }
 }
 
 static int expose(struct tt_agg *a, struct evbuffer *out)
@@ -669,6 +723,11 @@ static int expose(struct tt_agg *a, struct evbuffer *out)
     for (struct series *s = a->first; s != NULL; s = s->order)
         evbuffer_add_printf(out, "tokentap_stream_parse_errors_total{%s} %llu\n",
                             s->labels, (unsigned long long)s->parse_errors);
+
+    family_head(out, "tokentap_errors_total", "counter",
+                "Failed requests by error type (the record's error.type; "
+                "types not listed count as other).");
+    expose_errors(a, out);
 
     family_head(out, "tokentap_records_dropped_total", "counter",
                 "Records that could not be queued or written.");
