@@ -2,6 +2,13 @@
  * The admin listener: evhttp on the caller's event base, four read-only
  * endpoints over the aggregator (see proxy/admin.h).  Started by
  * proxy/server.c; the pages are produced by metrics/agg.c.
+ *
+ * Connections are counted: evhttp (libevent 2.1) has no cap of its own, so
+ * every connection's bufferevent is a pass-through filter whose free
+ * callback tells us it closed.  A connection over the cap is answered 503
+ * with Connection: close at its first request (evhttp's 10 s timeout cuts
+ * one that sends none).  The listener is guarded against EMFILE spins
+ * (proxy/listen.h).
  */
 #include "proxy/admin.h"
 
@@ -13,13 +20,25 @@
 #include <netinet/in.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/listener.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
 #include "metrics/agg.h"
+#include "proxy/listen.h"
 
 #define MAX_AGGS 256
+#define DEFAULT_MAX_CONNS 64
+
+/* one admin connection, owned by its filter bufferevent (freed with it) */
+struct admin_conn {
+    struct tt_admin    *ad;         /* borrowed */
+    struct bufferevent *bev;        /* the filter, owned by evhttp */
+    struct admin_conn  *next, *prev;
+    int                 over;       /* over the cap: 503, close */
+};
 
 struct tt_admin {
     struct evhttp              *http;   /* owned */
@@ -28,7 +47,74 @@ struct tt_admin {
     struct tt_agg *const       *aggs;   /* borrowed, or &one */
     unsigned                    naggs;
     _Atomic int                 draining;   /* set from any thread */
+    struct tt_listen_guard     *guard;  /* owned */
+    struct admin_conn          *conns;  /* live connections */
+    unsigned                    nconns, max_conns;
 };
+
+static void on_conn_free(void *arg)
+{
+    struct admin_conn *ac = arg;
+    struct tt_admin *ad = ac->ad;
+
+    if (ad == NULL) {               /* the admin listener is gone already */
+        free(ac);
+        return;
+    }
+    if (ac->prev)
+        ac->prev->next = ac->next;
+    else
+        ad->conns = ac->next;
+    if (ac->next)
+        ac->next->prev = ac->prev;
+    if (!ac->over)
+        ad->nconns--;
+    free(ac);
+}
+
+/* evhttp asks for the bufferevent of each accepted connection */
+static struct bufferevent *on_new_conn(struct event_base *base, void *arg)
+{
+    struct tt_admin *ad = arg;
+    struct admin_conn *ac = calloc(1, sizeof(*ac));
+    struct bufferevent *under, *f;
+
+    if (ac == NULL)
+        return NULL;
+    under = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (under == NULL) {
+        free(ac);
+        return NULL;
+    }
+    f = bufferevent_filter_new(under, NULL, NULL, BEV_OPT_CLOSE_ON_FREE,
+                               on_conn_free, ac);
+    if (f == NULL) {
+        bufferevent_free(under);
+        free(ac);
+        return NULL;
+    }
+    ac->ad = ad;
+    ac->bev = f;
+    ac->over = ad->nconns >= ad->max_conns;
+    if (!ac->over)
+        ad->nconns++;
+    ac->next = ad->conns;
+    if (ad->conns)
+        ad->conns->prev = ac;
+    ad->conns = ac;
+    return f;
+}
+
+static int conn_over_cap(struct tt_admin *ad, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+
+    for (struct admin_conn *ac = ad->conns; ac != NULL; ac = ac->next)
+        if (ac->bev == bev)
+            return ac->over;
+    return 0;
+}
 
 static void reply_text(struct evhttp_request *req, int code, const char *reason,
                        const char *ctype, const char *body)
@@ -51,6 +137,15 @@ static void on_request(struct evhttp_request *req, void *arg)
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
 
     evhttp_add_header(oh, "Cache-Control", "no-store");
+    if (conn_over_cap(ad, req)) {
+        evhttp_add_header(oh, "Connection", "close");
+        evhttp_add_header(oh, "Retry-After", "1");
+        reply_text(req, 503, "Service Unavailable", "application/json",
+                   "{\"error\":{\"message\":\"too many admin connections "
+                   "(admin_max_connections)\",\"type\":\"proxy_error\","
+                   "\"code\":\"over_capacity\"}}\n");
+        return;
+    }
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         evhttp_add_header(oh, "Allow", "GET, HEAD");
         reply_text(req, 405, "Method Not Allowed", "text/plain; charset=utf-8",
@@ -158,9 +253,19 @@ struct tt_admin *tt_admin_start(struct event_base *base, const char *addr_port,
                                | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS
                                | EVHTTP_REQ_PATCH | EVHTTP_REQ_TRACE);
     evhttp_set_gencb(ad->http, on_request, ad);
+    ad->max_conns = DEFAULT_MAX_CONNS;
+    evhttp_set_bevcb(ad->http, on_new_conn, ad);
     ad->sock = evhttp_bind_socket_with_handle(ad->http, host, (ev_uint16_t)port);
     if (ad->sock == NULL) {
         snprintf(err, errlen, "cannot listen on '%s'", addr_port);
+        evhttp_free(ad->http);
+        free(ad);
+        return NULL;
+    }
+    ad->guard = tt_listen_guard_new(evhttp_bound_socket_get_listener(ad->sock), base,
+                                    "the admin listener");
+    if (ad->guard == NULL) {
+        snprintf(err, errlen, "out of memory");
         evhttp_free(ad->http);
         free(ad);
         return NULL;
@@ -192,6 +297,11 @@ int tt_admin_port(const struct tt_admin *ad)
     return -1;
 }
 
+void tt_admin_set_max_connections(struct tt_admin *ad, unsigned n)
+{
+    ad->max_conns = n > 0 ? n : DEFAULT_MAX_CONNS;
+}
+
 void tt_admin_set_draining(struct tt_admin *ad, int draining)
 {
     ad->draining = draining != 0;
@@ -201,6 +311,11 @@ void tt_admin_free(struct tt_admin *ad)
 {
     if (ad == NULL)
         return;
+    tt_listen_guard_free(ad->guard);
+    /* bufferevents are finalized later, from the loop: let the connections
+     * evhttp still has forget us first */
+    for (struct admin_conn *ac = ad->conns; ac != NULL; ac = ac->next)
+        ac->ad = NULL;
     evhttp_free(ad->http);
     free(ad);
 }

@@ -36,6 +36,8 @@ void tt_admin_set_aggs(struct tt_admin *ad, struct tt_agg *const *aggs,
 int tt_admin_port(const struct tt_admin *ad);
 
 void tt_admin_set_draining(struct tt_admin *ad, int draining);
+/* at most <n> connections at once (0: the default, 64); beyond, 503 */
+void tt_admin_set_max_connections(struct tt_admin *ad, unsigned n);
 void tt_admin_free(struct tt_admin *ad);
 
 #endif

@@ -362,6 +362,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
             tt_log_error("--admin: %s", err);
             goto out;
         }
+        tt_admin_set_max_connections(srv->admin, cfg->admin_max_connections);
     }
     sigs[0] = evsignal_new(srv->workers[0].base, SIGTERM, on_signal, srv);
     sigs[1] = evsignal_new(srv->workers[0].base, SIGINT, on_signal, srv);
