@@ -851,7 +851,13 @@ struct tt_recorder *tt_recorder_open(const char *path, unsigned queue_cap,
     pthread_mutex_init(&rec->mu, NULL);
     pthread_cond_init(&rec->work, NULL);
     pthread_cond_init(&rec->idle, NULL);
+    /* the writer takes no signals: they go to the main thread, whose
+     * handlers change while the process exits */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int e = pthread_create(&rec->thread, NULL, writer_main, rec);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (e != 0) {
         snprintf(err, errlen, "record: thread: %s", strerror(e));
         pthread_mutex_destroy(&rec->mu);

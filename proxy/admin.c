@@ -3,12 +3,12 @@
  * endpoints over the aggregator (see proxy/admin.h).  Started by
  * proxy/server.c; the pages are produced by metrics/agg.c.
  *
- * Connections are counted: evhttp (libevent 2.1) has no cap of its own, so
- * every connection's bufferevent is a pass-through filter whose free
- * callback tells us it closed.  A connection over the cap is answered 503
- * with Connection: close at its first request (evhttp's 10 s timeout cuts
- * one that sends none).  The listener is guarded against EMFILE spins
- * (proxy/listen.h).
+ * Connections are capped: evhttp (libevent 2.1) has no cap of its own, so
+ * a connection takes one of admin_max_connections slots at its first
+ * request and keeps it until its socket is gone; one that finds every slot
+ * held by a live connection is answered 503 with Connection: close.  A
+ * connection that sends nothing is cut by evhttp's 10 s timeout.  The
+ * listener is guarded against EMFILE spins (proxy/listen.h).
  */
 #include "proxy/admin.h"
 
@@ -18,26 +18,28 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <event2/listener.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
 #include "metrics/agg.h"
 #include "proxy/listen.h"
+#include "proxy/log.h"
 
 #define MAX_AGGS 256
 #define DEFAULT_MAX_CONNS 64
 
-/* one admin connection, owned by its filter bufferevent (freed with it) */
-struct admin_conn {
-    struct tt_admin    *ad;         /* borrowed */
-    struct bufferevent *bev;        /* the filter, owned by evhttp */
-    struct admin_conn  *next, *prev;
-    int                 over;       /* over the cap: 503, close */
+/* a connection holding a slot, known by its socket: fd and inode, so a
+ * slot whose socket evhttp closed (or whose fd now names another socket)
+ * reads as free without a hook into evhttp's connection lifetime */
+struct slot {
+    int   fd;                       /* -1 = free */
+    dev_t dev;
+    ino_t ino;
 };
 
 struct tt_admin {
@@ -48,71 +50,59 @@ struct tt_admin {
     unsigned                    naggs;
     _Atomic int                 draining;   /* set from any thread */
     struct tt_listen_guard     *guard;  /* owned */
-    struct admin_conn          *conns;  /* live connections */
-    unsigned                    nconns, max_conns;
+    struct slot                *slots;  /* owned, <max_conns> of them */
+    unsigned                    max_conns;
 };
 
-static void on_conn_free(void *arg)
+/* <n> free slots (before any connection is served) */
+static int set_slots(struct tt_admin *ad, unsigned n)
 {
-    struct admin_conn *ac = arg;
-    struct tt_admin *ad = ac->ad;
-
-    if (ad == NULL) {               /* the admin listener is gone already */
-        free(ac);
-        return;
-    }
-    if (ac->prev)
-        ac->prev->next = ac->next;
-    else
-        ad->conns = ac->next;
-    if (ac->next)
-        ac->next->prev = ac->prev;
-    if (!ac->over)
-        ad->nconns--;
-    free(ac);
+    struct slot *sl = malloc(n * sizeof(*sl));
+    if (sl == NULL)
+        return -1;
+    for (unsigned i = 0; i < n; i++)
+        sl[i].fd = -1;
+    free(ad->slots);
+    ad->slots = sl;
+    ad->max_conns = n;
+    return 0;
 }
 
-/* evhttp asks for the bufferevent of each accepted connection */
-static struct bufferevent *on_new_conn(struct event_base *base, void *arg)
+static int slot_is(const struct slot *sl, int fd, const struct stat *st)
 {
-    struct tt_admin *ad = arg;
-    struct admin_conn *ac = calloc(1, sizeof(*ac));
-    struct bufferevent *under, *f;
-
-    if (ac == NULL)
-        return NULL;
-    under = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (under == NULL) {
-        free(ac);
-        return NULL;
-    }
-    f = bufferevent_filter_new(under, NULL, NULL, BEV_OPT_CLOSE_ON_FREE,
-                               on_conn_free, ac);
-    if (f == NULL) {
-        bufferevent_free(under);
-        free(ac);
-        return NULL;
-    }
-    ac->ad = ad;
-    ac->bev = f;
-    ac->over = ad->nconns >= ad->max_conns;
-    if (!ac->over)
-        ad->nconns++;
-    ac->next = ad->conns;
-    if (ad->conns)
-        ad->conns->prev = ac;
-    ad->conns = ac;
-    return f;
+    return sl->fd == fd && sl->dev == st->st_dev && sl->ino == st->st_ino;
 }
 
-static int conn_over_cap(struct tt_admin *ad, struct evhttp_request *req)
+static int slot_live(const struct slot *sl)
+{
+    struct stat st;
+    return sl->fd >= 0 && fstat(sl->fd, &st) == 0 && slot_is(sl, sl->fd, &st);
+}
+
+/*
+ * Does the connection of <req> hold a slot, or can it take one?  Returns 0,
+ * or -1 when every slot belongs to another live connection.
+ */
+static int take_slot(struct tt_admin *ad, struct evhttp_request *req)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    struct stat st;
+    struct slot *free_slot = NULL;
 
-    for (struct admin_conn *ac = ad->conns; ac != NULL; ac = ac->next)
-        if (ac->bev == bev)
-            return ac->over;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return 0;                   /* cannot tell: serve it */
+    for (unsigned i = 0; i < ad->max_conns; i++) {
+        struct slot *sl = &ad->slots[i];
+        if (slot_is(sl, fd, &st))
+            return 0;
+        if (free_slot == NULL && !slot_live(sl))
+            free_slot = sl;
+    }
+    if (free_slot == NULL)
+        return -1;
+    *free_slot = (struct slot){ .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
     return 0;
 }
 
@@ -137,7 +127,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
 
     evhttp_add_header(oh, "Cache-Control", "no-store");
-    if (conn_over_cap(ad, req)) {
+    if (take_slot(ad, req) < 0) {
         evhttp_add_header(oh, "Connection", "close");
         evhttp_add_header(oh, "Retry-After", "1");
         reply_text(req, 503, "Service Unavailable", "application/json",
@@ -238,10 +228,16 @@ struct tt_admin *tt_admin_start(struct event_base *base, const char *addr_port,
     }
     ad->one = agg;
     ad->aggs = &ad->one;
+    if (set_slots(ad, DEFAULT_MAX_CONNS) < 0) {
+        snprintf(err, errlen, "out of memory");
+        free(ad);
+        return NULL;
+    }
     ad->naggs = 1;
     ad->http = evhttp_new(base);
     if (ad->http == NULL) {
         snprintf(err, errlen, "cannot create the HTTP server");
+        free(ad->slots);
         free(ad);
         return NULL;
     }
@@ -253,12 +249,11 @@ struct tt_admin *tt_admin_start(struct event_base *base, const char *addr_port,
                                | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS
                                | EVHTTP_REQ_PATCH | EVHTTP_REQ_TRACE);
     evhttp_set_gencb(ad->http, on_request, ad);
-    ad->max_conns = DEFAULT_MAX_CONNS;
-    evhttp_set_bevcb(ad->http, on_new_conn, ad);
     ad->sock = evhttp_bind_socket_with_handle(ad->http, host, (ev_uint16_t)port);
     if (ad->sock == NULL) {
         snprintf(err, errlen, "cannot listen on '%s'", addr_port);
         evhttp_free(ad->http);
+        free(ad->slots);
         free(ad);
         return NULL;
     }
@@ -267,6 +262,7 @@ struct tt_admin *tt_admin_start(struct event_base *base, const char *addr_port,
     if (ad->guard == NULL) {
         snprintf(err, errlen, "out of memory");
         evhttp_free(ad->http);
+        free(ad->slots);
         free(ad);
         return NULL;
     }
@@ -299,7 +295,8 @@ int tt_admin_port(const struct tt_admin *ad)
 
 void tt_admin_set_max_connections(struct tt_admin *ad, unsigned n)
 {
-    ad->max_conns = n > 0 ? n : DEFAULT_MAX_CONNS;
+    if (set_slots(ad, n > 0 ? n : DEFAULT_MAX_CONNS) < 0)
+        tt_log_warn("admin: out of memory, keeping %u connection slots", ad->max_conns);
 }
 
 void tt_admin_set_draining(struct tt_admin *ad, int draining)
@@ -312,10 +309,7 @@ void tt_admin_free(struct tt_admin *ad)
     if (ad == NULL)
         return;
     tt_listen_guard_free(ad->guard);
-    /* bufferevents are finalized later, from the loop: let the connections
-     * evhttp still has forget us first */
-    for (struct admin_conn *ac = ad->conns; ac != NULL; ac = ac->next)
-        ac->ad = NULL;
     evhttp_free(ad->http);
+    free(ad->slots);
     free(ad);
 }

@@ -395,7 +395,7 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
     char shown[TT_REDACT_MAX];
 
     tt_redact_path(c->req.path[0] ? c->req.path : "-", shown, sizeof(shown));
-    tt_log_info("request %s %.64s: %d %s: %s", c->req.method[0] ? c->req.method : "-",
+    tt_log_info("request %s %.256s: %d %s: %s", c->req.method[0] ? c->req.method : "-",
                 shown, status, type, msg);
     close_upstream(c);
     if (c->active) {

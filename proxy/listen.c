@@ -139,33 +139,37 @@ void tt_listen_guard_free(struct tt_listen_guard *g)
     free(g);
 }
 
-void tt_listen_refuse(evutil_socket_t fd, int plain, const char *msg)
+void tt_listen_answer_503(evutil_socket_t fd, const char *msg)
 {
     char resp[512], body[256];
     char sink[4096];
     int blen, n;
 
-    if (plain) {
-        blen = snprintf(body, sizeof(body),
-                        "{\"error\":{\"message\":\"%s\",\"type\":\"proxy_error\","
-                        "\"code\":\"over_capacity\"}}\n", msg);
-        n = snprintf(resp, sizeof(resp),
-                     "HTTP/1.1 503 Service Unavailable\r\n"
-                     "Content-Type: application/json\r\n"
-                     "Content-Length: %d\r\n"
-                     "Retry-After: 1\r\n"
-                     "Connection: close\r\n"
-                     "\r\n%s", blen, body);
-        if (n > 0 && (size_t)n < sizeof(resp) &&
-            send(fd, resp, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-            /* the client is gone or its window is full: closing is all */
-        }
-        shutdown(fd, SHUT_WR);
+    blen = snprintf(body, sizeof(body),
+                    "{\"error\":{\"message\":\"%s\",\"type\":\"proxy_error\","
+                    "\"code\":\"over_capacity\"}}\n", msg);
+    n = snprintf(resp, sizeof(resp),
+                 "HTTP/1.1 503 Service Unavailable\r\n"
+                 "Content-Type: application/json\r\n"
+                 "Content-Length: %d\r\n"
+                 "Retry-After: 1\r\n"
+                 "Connection: close\r\n"
+                 "\r\n%s", blen, body);
+    if (n > 0 && (size_t)n < sizeof(resp) &&
+        send(fd, resp, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+        /* the client is gone or its window is full: closing is all */
     }
     /* unread bytes at close turn the FIN into a reset, which may discard
      * the answer at the client: take what already arrived, no more */
     if (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) < 0) {
         /* nothing there */
     }
+    shutdown(fd, SHUT_WR);
+}
+
+void tt_listen_refuse(evutil_socket_t fd, int plain, const char *msg)
+{
+    if (plain)
+        tt_listen_answer_503(fd, msg);
     evutil_closesocket(fd);
 }

@@ -42,5 +42,8 @@ void tt_listen_guard_free(struct tt_listen_guard *g);
  * than a reset that could destroy the answer.
  */
 void tt_listen_refuse(evutil_socket_t fd, int plain, const char *msg);
+/* the same answer on <fd>, shut for writing but left open (its owner
+ * closes it) */
+void tt_listen_answer_503(evutil_socket_t fd, const char *msg);
 
 #endif

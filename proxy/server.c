@@ -402,13 +402,20 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
 
     tt_log_info("drained, exiting");
 out:
-    /* freeing the signal events restores the default handlers: ignore
-     * instead, so a repeated signal cannot kill a process exiting 0 while
-     * it flushes its records */
-    for (i = 0; i < 3; i++)
-        if (sigs[i])
-            event_free(sigs[i]);
+    /* freeing the signal events restores the default handlers: replace
+     * them, so a repeated signal cannot kill a process exiting 0 while it
+     * flushes its records */
     {
+        sigset_t block, old;
+        sigemptyset(&block);
+        sigaddset(&block, SIGTERM);
+        sigaddset(&block, SIGINT);
+        sigaddset(&block, SIGHUP);
+        /* no window with the default (fatal) action in between */
+        pthread_sigmask(SIG_BLOCK, &block, &old);
+        for (i = 0; i < 3; i++)
+            if (sigs[i])
+                event_free(sigs[i]);
         /* a signal now cuts the record flush short instead of killing a
          * process that is about to exit 0 */
         struct sigaction sa;
@@ -418,6 +425,7 @@ out:
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
         signal(SIGHUP, SIG_IGN);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     if (srv->admin)
         tt_admin_free(srv->admin);
@@ -428,6 +436,8 @@ out:
     if (srv->rec != NULL) {
         /* bounded: a sink nobody reads (--record - into a stuck pipe) must
          * not hold the exit; what is left is dropped, counted and logged */
+        tt_log_info("records: flushing %u queued (at most drain_timeout; "
+                    "SIGTERM/SIGINT cut it short)", tt_recorder_queued(srv->rec));
         if (tt_recorder_flush_for(srv->rec, cfg->drain_timeout_ms, &late_signal) < 0)
             tt_log_warn("records: %s; remaining records dropped",
                         late_signal ? "a second signal ended the flush"
