@@ -38,14 +38,16 @@ enum { WC_OK = TT_OUT_OK, WC_ERROR = TT_OUT_ERROR, WC_CANCELLED = TT_OUT_CANCELL
 
 /*
  * tokentap_errors_total{type}: a fixed list of the error types requests
- * are recorded with (metrics/request.h err_type); a type not listed counts
- * as "other", so the label set stays bounded whatever is added later.
+ * are recorded with (the record's error.type, tt_request_error); a type not
+ * listed (an upstream's own error type, one added later) counts as
+ * "other", so the label set stays bounded.
  */
 static const char *const err_names[] = {
     "bad_request", "header_too_large", "payload_too_large", "request_timeout",
     "cancelled", "upstream_connect", "upstream_connect_timeout", "upstream_tls",
     "upstream_timeout", "upstream_idle_timeout", "upstream_reset",
-    "upstream_bad_response", "truncated", "upstream_status", "other",
+    "upstream_bad_response", "truncated", "upstream_status", "upstream_error",
+    "stream_error", "http_status", "no_response", "other",
 };
 #define NERR (sizeof(err_names) / sizeof(err_names[0]))
 
@@ -492,8 +494,12 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
         s->tokens[TOK_REASONING] += (uint64_t)m->v[TT_M_REASONING_TOKENS];
     s->token_events += r->s.token_events;
     s->parse_errors += r->s.parse_errors;
-    if (r->err_type != NULL)
-        s->errors[err_index(r->err_type)]++;
+    {
+        int code;
+        const char *type, *msg;
+        if (tt_request_error(r, &code, &type, &msg))
+            s->errors[err_index(type ? type : "")]++;
+    }
 
     if (oc == TT_OUT_OK) {
         for (int f = 0; f < TT_FAM__COUNT; f++) {
