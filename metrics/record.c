@@ -618,9 +618,11 @@ static void sink_setup(struct tt_recorder *rec)
         fcntl(rec->fd, F_SETFL, fcntl(rec->fd, F_GETFL) | O_NONBLOCK);
 }
 
+/* O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of
+ * holding the writer thread in open(); regular files ignore it */
 static int open_path(const char *path, char *err, size_t errlen)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0640);
     if (fd < 0 && err != NULL)
         snprintf(err, errlen, "record file '%s': %s", path, strerror(errno));
     return fd;
@@ -632,7 +634,7 @@ static int open_stdout(void)
 
     /* a pipe: a description of our own, so it can be made non-blocking */
     if (fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode)) {
-        int fd = open("/proc/self/fd/1", O_WRONLY | O_CLOEXEC);
+        int fd = open("/proc/self/fd/1", O_WRONLY | O_CLOEXEC | O_NONBLOCK);
         if (fd >= 0)
             return fd;
     }
