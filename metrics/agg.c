@@ -17,8 +17,11 @@
 #include <event2/buffer.h>
 
 #include "metrics/clock.h"
+#include "metrics/delay.h"
 #include "metrics/hist.h"
+#include "metrics/pairs.h"
 #include "metrics/record.h"
+#include "metrics/semconv.h"
 
 #ifndef TT_VERSION
 #define TT_VERSION "0.0.0"
@@ -47,7 +50,8 @@ static const char *const err_names[] = {
     "cancelled", "upstream_connect", "upstream_connect_timeout", "upstream_tls",
     "upstream_timeout", "upstream_idle_timeout", "upstream_reset",
     "upstream_bad_response", "truncated", "upstream_status", "upstream_error",
-    "stream_error", "http_status", "no_response", "other",
+    "stream_error", "http_status", "no_response", "shadow_dropped", "proxy_error",
+    "other",
 };
 #define NERR (sizeof(err_names) / sizeof(err_names[0]))
 
@@ -145,10 +149,19 @@ struct tt_agg {
     int             *mslot;     /* open addressing: index into models, -1 */
     unsigned         mslot_cap;
 
-    struct tt_wstats w;
+    /* time windows per upstream (0 = primary), made on first use */
+    struct tt_wstats w[TT_AGG_UPSTREAMS];
+    char             up[TT_AGG_UPSTREAMS][UPSTREAM_LEN];
+    unsigned         nup;
+    uint64_t         dropped[TT_AGG_UPSTREAMS][TT_DROP__COUNT];  /* shadow copies */
+    struct tt_pairs *pairs;     /* borrowed, may be NULL */
+    struct tt_delay *delays[TT_AGG_MAX_DELAYS];  /* borrowed: one per worker */
+    unsigned         ndelays;
     int              slo_seen;
     _Atomic int64_t  inflight;
     struct tt_recorder *rec;
+    int                semconv_mode;   /* enum tt_semconv_mode */
+    struct tt_semconv *sc;             /* the gen_ai_* families (metrics/semconv.c) */
 };
 
 /* ---- labels ------------------------------------------------------------ */
@@ -213,6 +226,11 @@ static size_t escape_label(char *out, const char *in)
     }
 #undef EMIT
     return o;
+}
+
+size_t tt_prom_escape_label(char *out, const char *in)
+{
+    return escape_label(out, in);
 }
 
 static char *make_labels(const char *upstream, const char *api, const char *model)
@@ -367,14 +385,19 @@ struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts)
     for (unsigned i = 0; i < a->mslot_cap; i++)
         a->mslot[i] = -1;
     a->last = &a->first;
-    if (tab_grow(a) < 0)
+    a->semconv_mode = opts ? opts->semconv : TT_SEMCONV_TOKENTAP;
+    a->sc = tt_semconv_new();
+    if (a->sc == NULL || tab_grow(a) < 0)
         goto fail;
-    if (tt_wstats_init(&a->w, NWH, WC__COUNT, tt_now_mono()) < 0)
+    if (tt_wstats_init(&a->w[0], NWH, WC__COUNT, tt_now_mono()) < 0)
         goto fail;
+    copy_trunc(a->up[0], sizeof(a->up[0]), "primary");
+    a->nup = 1;
     pthread_mutex_init(&a->mu, NULL);
     return a;
 
 fail:
+    tt_semconv_free(a->sc);
     free(a->models);
     free(a->mslot);
     free(a->tab);
@@ -393,7 +416,9 @@ void tt_agg_free(struct tt_agg *a)
         free(s);
         s = n;
     }
-    tt_wstats_free(&a->w);
+    for (unsigned i = 0; i < a->nup; i++)
+        tt_wstats_free(&a->w[i]);
+    tt_semconv_free(a->sc);
     free(a->tab);
     free(a->models);
     free(a->mslot);
@@ -409,6 +434,50 @@ void tt_agg_set_recorder(struct tt_agg *a, struct tt_recorder *rec)
 void tt_agg_inflight(struct tt_agg *a, int delta)
 {
     atomic_fetch_add(&a->inflight, delta);
+}
+
+/* the window set of upstream <name>, made on first use (lock held);
+ * beyond TT_AGG_UPSTREAMS names the primary's */
+static unsigned upstream_index(struct tt_agg *a, const char *name)
+{
+    unsigned i;
+
+    for (i = 0; i < a->nup; i++)
+        if (strncmp(a->up[i], name, UPSTREAM_LEN - 1) == 0)
+            return i;
+    if (a->nup == TT_AGG_UPSTREAMS ||
+        tt_wstats_init(&a->w[a->nup], NWH, WC__COUNT, a->w[0].start_ns) < 0)
+        return 0;
+    copy_trunc(a->up[a->nup], sizeof(a->up[0]), name);
+    return a->nup++;
+}
+
+int tt_agg_add_upstream(struct tt_agg *a, const char *name)
+{
+    pthread_mutex_lock(&a->mu);
+    unsigned i = upstream_index(a, name);
+    pthread_mutex_unlock(&a->mu);
+    return i > 0 || strcmp(name, "primary") == 0 ? 0 : -1;
+}
+
+void tt_agg_shadow_dropped(struct tt_agg *a, const char *shadow, enum tt_drop why)
+{
+    pthread_mutex_lock(&a->mu);
+    a->dropped[upstream_index(a, shadow)][why]++;
+    pthread_mutex_unlock(&a->mu);
+}
+
+void tt_agg_set_pairs(struct tt_agg *a, struct tt_pairs *ps)
+{
+    a->pairs = ps;
+}
+
+void tt_agg_add_delay(struct tt_agg *a, struct tt_delay *d)
+{
+    pthread_mutex_lock(&a->mu);
+    if (a->ndelays < TT_AGG_MAX_DELAYS)
+        a->delays[a->ndelays++] = d;
+    pthread_mutex_unlock(&a->mu);
 }
 
 /* ---- observe ------------------------------------------------------------- */
@@ -455,26 +524,28 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
 
     pthread_mutex_lock(&a->mu);
 
-    tt_wstats_at(&a->w, now_ns, &c);
-    tt_wcursor_count(&a->w, &c, (unsigned)oc, 1);
+    struct tt_wstats *ws = &a->w[upstream_index(a, r->upstream_name ? r->upstream_name
+                                                                    : "primary")];
+    tt_wstats_at(ws, now_ns, &c);
+    tt_wcursor_count(ws, &c, (unsigned)oc, 1);
     if (slo != NULL) {
         a->slo_seen = 1;
-        tt_wcursor_count(&a->w, &c, WC_JUDGED, 1);
+        tt_wcursor_count(ws, &c, WC_JUDGED, 1);
         if (good)
-            tt_wcursor_count(&a->w, &c, WC_GOOD, 1);
+            tt_wcursor_count(ws, &c, WC_GOOD, 1);
     }
     if (oc == TT_OUT_OK) {
         for (int i = 0; i < TT_M__COUNT; i++)
             if (m->present & (1u << i))
-                tt_wcursor_record(&a->w, &c, (unsigned)i, to_window(i, m->v[i]));
+                tt_wcursor_record(ws, &c, (unsigned)i, to_window(i, m->v[i]));
         for (uint32_t i = 0; i < ngaps; i++)
-            tt_wcursor_record(&a->w, &c, WH_ICL, (tt_icl_ns(r, i) + 500) / 1000);
+            tt_wcursor_record(ws, &c, WH_ICL, (tt_icl_ns(r, i) + 500) / 1000);
     }
 
     const char *model = r->model[0] ? r->model : r->s.model;
+    const char *mlabel = model_label(a, model);
     struct series *s = series_get(a, r->upstream_name ? r->upstream_name : "",
-                                  tt_api_name(r->api),
-                                  model_label(a, model));
+                                  tt_api_name(r->api), mlabel);
     if (s == NULL) {
         pthread_mutex_unlock(&a->mu);
         return -1;
@@ -514,8 +585,10 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
         for (uint32_t i = 0; i < ngaps; i++)
             fam_observe(a, s, TT_FAM_ICL, (double)tt_icl_ns(r, i) / 1e9);
     }
+    int rc = a->semconv_mode == TT_SEMCONV_TOKENTAP ? 0
+             : tt_semconv_observe(a->sc, s->upstream, mlabel, r, m, oc == TT_OUT_OK);
     pthread_mutex_unlock(&a->mu);
-    return 0;
+    return rc;
 }
 
 int tt_agg_observe(struct tt_agg *a, const struct tt_request *r,
@@ -526,6 +599,12 @@ int tt_agg_observe(struct tt_agg *a, const struct tt_request *r,
 }
 
 /* ---- merge --------------------------------------------------------------- */
+
+/* the model label <dst> gives a model label of another aggregator */
+static const char *merge_model(void *dst, const char *mlabel)
+{
+    return strcmp(mlabel, OTHER_MODEL) == 0 ? OTHER_MODEL : model_label(dst, mlabel);
+}
 
 int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
 {
@@ -540,8 +619,19 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
 
     pthread_mutex_lock(&src->mu);
     pthread_mutex_lock(&dst->mu);
-    if (tt_wstats_merge(&dst->w, &src->w) < 0)
-        rc = -1;
+    for (unsigned i = 0; i < src->nup; i++) {
+        unsigned j = upstream_index(dst, src->up[i]);
+        if (j == 0 && dst->w[0].start_ns == UINT64_MAX)
+            dst->w[0].start_ns = src->w[0].start_ns;
+        if (tt_wstats_merge(&dst->w[j], &src->w[i]) < 0)
+            rc = -1;
+        for (int k = 0; k < TT_DROP__COUNT; k++)
+            dst->dropped[j][k] += src->dropped[i][k];
+    }
+    if (dst->pairs == NULL)
+        dst->pairs = src->pairs;
+    for (unsigned i = 0; i < src->ndelays && dst->ndelays < TT_AGG_MAX_DELAYS; i++)
+        dst->delays[dst->ndelays++] = src->delays[i];
     dst->slo_seen |= src->slo_seen;
     atomic_fetch_add(&dst->inflight, atomic_load(&src->inflight));
     if (dst->rec == NULL)
@@ -574,6 +664,9 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
             d->h[f].count += s->h[f].count;
         }
     }
+    /* after the series: dst's model labels are settled, the gen_ai ones follow */
+    if (rc == 0 && tt_semconv_merge(dst->sc, src->sc, merge_model, dst) < 0)
+        rc = -1;
     pthread_mutex_unlock(&dst->mu);
     pthread_mutex_unlock(&src->mu);
     return rc;
@@ -585,6 +678,7 @@ static struct tt_agg *merged(struct tt_agg *const *aggs, unsigned n)
     struct tt_agg_opts o = { 0 };
     o.model_cap = aggs[0]->model_cap;
     o.version = aggs[0]->version;
+    o.semconv = aggs[0]->semconv_mode;
     for (int f = 0; f < TT_FAM__COUNT; f++) {
         o.buckets[f] = aggs[0]->bounds[f];
         o.nbuckets[f] = aggs[0]->nb[f];
@@ -592,7 +686,7 @@ static struct tt_agg *merged(struct tt_agg *const *aggs, unsigned n)
     struct tt_agg *sum = tt_agg_new(&o);
     if (sum == NULL)
         return NULL;
-    sum->w.start_ns = UINT64_MAX;
+    sum->w[0].start_ns = UINT64_MAX;
     for (unsigned i = 0; i < n; i++) {
         if (tt_agg_merge(sum, aggs[i]) < 0) {
             tt_agg_free(sum);
@@ -618,6 +712,11 @@ static void fmt_double(char *buf, size_t len, double v)
                 break;
         }
     }
+}
+
+void tt_prom_fmt_double(char *buf, size_t len, double v)
+{
+    fmt_double(buf, len, v);
 }
 
 static void fmt_bound(char *buf, size_t len, double v)
@@ -660,7 +759,20 @@ static void expose_errors(const struct tt_agg *a, struct evbuffer *out)
     }
 }
 
+static int expose_tokentap(struct tt_agg *a, struct evbuffer *out);
+
+/* --metrics-semconv: tokentap's families, OpenTelemetry's, or both */
 static int expose(struct tt_agg *a, struct evbuffer *out)
+{
+    int rc = 0;
+    if (a->semconv_mode != TT_SEMCONV_OTEL)
+        rc = expose_tokentap(a, out);
+    if (a->semconv_mode != TT_SEMCONV_TOKENTAP)
+        tt_semconv_expose(a->sc, out);
+    return rc;
+}
+
+static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
 {
     char num[64];
 
@@ -750,17 +862,36 @@ static int expose(struct tt_agg *a, struct evbuffer *out)
                 "use the counters for aggregation).");
     if (a->slo_seen) {
         uint64_t now = tt_now_mono();
-        for (int win = TT_WIN_1M; win <= TT_WIN_1H; win++) {
-            uint64_t cnt[WC__COUNT] = { 0 };
-            tt_wstats_query(&a->w, now, (enum tt_window)win, NULL, cnt);
-            if (cnt[WC_JUDGED] == 0)
-                continue;
-            fmt_double(num, sizeof(num),
-                       (double)cnt[WC_GOOD] / (double)cnt[WC_JUDGED]);
-            evbuffer_add_printf(out, "tokentap_slo_attainment_ratio{window=\"%s\"} %s\n",
-                                tt_window_names[win], num);
+        for (unsigned u = 0; u < a->nup; u++) {
+            char up[UPSTREAM_LEN * 2];
+            up[escape_label(up, a->up[u])] = '\0';
+            for (int win = TT_WIN_1M; win <= TT_WIN_1H; win++) {
+                uint64_t cnt[WC__COUNT] = { 0 };
+                tt_wstats_query(&a->w[u], now, (enum tt_window)win, NULL, cnt);
+                if (cnt[WC_JUDGED] == 0)
+                    continue;
+                fmt_double(num, sizeof(num),
+                           (double)cnt[WC_GOOD] / (double)cnt[WC_JUDGED]);
+                evbuffer_add_printf(out, "tokentap_slo_attainment_ratio{upstream=\"%s\","
+                                    "window=\"%s\"} %s\n", up, tt_window_names[win], num);
+            }
         }
     }
+
+    family_head(out, "tokentap_shadow_dropped_total", "counter",
+                "Shadow copies of requests abandoned, by reason (the primary "
+                "never waits for a shadow).");
+    for (unsigned u = 1; u < a->nup; u++) {
+        char up[UPSTREAM_LEN * 2];
+        up[escape_label(up, a->up[u])] = '\0';
+        for (int k = 0; k < TT_DROP__COUNT; k++)
+            evbuffer_add_printf(out, "tokentap_shadow_dropped_total{shadow=\"%s\","
+                                "reason=\"%s\"} %llu\n", up, tt_drop_names[k],
+                                (unsigned long long)a->dropped[u][k]);
+    }
+
+    if (a->ndelays > 0)
+        tt_delay_expose(a->delays, a->ndelays, out);
 
     family_head(out, "tokentap_build_info", "gauge", "Build information.");
     char ver[200];
@@ -819,40 +950,15 @@ static void add_metric_stats(cJSON *obj, const char *tag, const char *unit,
         cJSON_AddNumberToObject(m, pn[i], (double)tt_hist_percentile(h, ps[i]) / scale);
 }
 
-int tt_agg_stats_json_at(struct tt_agg *const *aggs, unsigned n,
-                         struct evbuffer *out, uint64_t now_ns)
+/* the windows of upstream <name> over <aggs> into a new object; NULL on
+ * out of memory */
+static cJSON *windows_json(struct tt_agg *const *aggs, unsigned n, const char *name,
+                           int slo_seen, uint64_t now_ns, struct tt_hist *hs)
 {
-    struct tt_hist *hs = malloc(NWH * sizeof(*hs));
-    cJSON *root = cJSON_CreateObject();
-    int rc = -1;
+    cJSON *wins = cJSON_CreateObject();
 
-    if (n == 0 || hs == NULL || root == NULL)
-        goto done;
-
-    int slo_seen = 0;
-    int64_t inflight = 0;
-    uint64_t start = UINT64_MAX, dropped = 0;
-    struct tt_recorder *rec = NULL;
-    for (unsigned k = 0; k < n; k++) {
-        slo_seen |= aggs[k]->slo_seen;
-        inflight += atomic_load(&aggs[k]->inflight);
-        if (aggs[k]->w.start_ns < start)
-            start = aggs[k]->w.start_ns;
-        if (rec == NULL)
-            rec = aggs[k]->rec;
-    }
-    dropped = tt_recorder_dropped(rec);
-
-    cJSON_AddStringToObject(root, "schema", "tokentap.stats/1");
-    cJSON_AddNumberToObject(root, "uptime_s",
-                            now_ns > start ? (double)(now_ns - start) / 1e9 : 0.0);
-    cJSON_AddNumberToObject(root, "inflight", (double)inflight);
-    cJSON_AddNumberToObject(root, "records_dropped", (double)dropped);
-    cJSON_AddBoolToObject(root, "slo_configured", slo_seen);
-    cJSON *wins = cJSON_AddObjectToObject(root, "windows");
     if (wins == NULL)
-        goto done;
-
+        return NULL;
     for (int win = 0; win < TT_WIN__COUNT; win++) {
         uint64_t cnt[WC__COUNT] = { 0 };
         double dur = 0;
@@ -860,16 +966,20 @@ int tt_agg_stats_json_at(struct tt_agg *const *aggs, unsigned n,
             tt_hist_init(&hs[i]);
         for (unsigned k = 0; k < n; k++) {
             pthread_mutex_lock(&aggs[k]->mu);
-            double d = tt_wstats_query(&aggs[k]->w, now_ns, (enum tt_window)win,
-                                       hs, cnt);
+            for (unsigned u = 0; u < aggs[k]->nup; u++) {
+                if (strcmp(aggs[k]->up[u], name) != 0)
+                    continue;
+                double d = tt_wstats_query(&aggs[k]->w[u], now_ns, (enum tt_window)win,
+                                           hs, cnt);
+                if (d > dur)
+                    dur = d;
+            }
             pthread_mutex_unlock(&aggs[k]->mu);
-            if (d > dur)
-                dur = d;
         }
 
         cJSON *w = cJSON_AddObjectToObject(wins, tt_window_names[win]);
         if (w == NULL)
-            goto done;
+            goto fail;
         uint64_t total = cnt[WC_OK] + cnt[WC_ERROR] + cnt[WC_CANCELLED];
         cJSON_AddNumberToObject(w, "duration_s", dur);
         cJSON *rq = cJSON_AddObjectToObject(w, "requests");
@@ -894,12 +1004,83 @@ int tt_agg_stats_json_at(struct tt_agg *const *aggs, unsigned n,
                                           cnt[WC_JUDGED] > 0));
         cJSON *ms = cJSON_AddObjectToObject(w, "metrics");
         if (ms == NULL)
-            goto done;
+            goto fail;
         for (int i = 0; i < TT_M__COUNT; i++)
             add_metric_stats(ms, tt_metric_tag[i], tt_metric_unit[i], &hs[i],
                              window_scale(i));
         add_metric_stats(ms, "inter_chunk_latency", "ms", &hs[WH_ICL], 1000.0);
     }
+    return wins;
+fail:
+    cJSON_Delete(wins);
+    return NULL;
+}
+
+int tt_agg_stats_json_at(struct tt_agg *const *aggs, unsigned n,
+                         struct evbuffer *out, uint64_t now_ns)
+{
+    struct tt_hist *hs = malloc(NWH * sizeof(*hs));
+    cJSON *root = cJSON_CreateObject();
+    int rc = -1;
+
+    if (n == 0 || hs == NULL || root == NULL)
+        goto done;
+
+    int slo_seen = 0;
+    int64_t inflight = 0;
+    uint64_t start = UINT64_MAX, dropped = 0;
+    struct tt_recorder *rec = NULL;
+    struct tt_pairs *pairs = NULL;
+    for (unsigned k = 0; k < n; k++) {
+        slo_seen |= aggs[k]->slo_seen;
+        inflight += atomic_load(&aggs[k]->inflight);
+        if (aggs[k]->w[0].start_ns < start)
+            start = aggs[k]->w[0].start_ns;
+        if (rec == NULL)
+            rec = aggs[k]->rec;
+        if (pairs == NULL)
+            pairs = aggs[k]->pairs;
+    }
+    dropped = tt_recorder_dropped(rec);
+
+    cJSON_AddStringToObject(root, "schema", "tokentap.stats/1");
+    cJSON_AddNumberToObject(root, "uptime_s",
+                            now_ns > start ? (double)(now_ns - start) / 1e9 : 0.0);
+    cJSON_AddNumberToObject(root, "inflight", (double)inflight);
+    cJSON_AddNumberToObject(root, "records_dropped", (double)dropped);
+    cJSON_AddBoolToObject(root, "slo_configured", slo_seen);
+    /* the top-level windows are the primary's (as before shadows) */
+    cJSON *wins = windows_json(aggs, n, "primary", slo_seen, now_ns, hs);
+    if (wins == NULL)
+        goto done;
+    cJSON_AddItemToObject(root, "windows", wins);
+    cJSON *ups = cJSON_AddObjectToObject(root, "upstreams");
+    if (ups == NULL)
+        goto done;
+    for (unsigned u = 0; u < aggs[0]->nup; u++) {
+        const char *name = aggs[0]->up[u];
+        cJSON *o = cJSON_AddObjectToObject(ups, name);
+        if (o == NULL)
+            goto done;
+        cJSON_AddStringToObject(o, "role", u == 0 ? "primary" : "shadow");
+        if (u > 0) {
+            cJSON *d = cJSON_AddObjectToObject(o, "dropped");
+            for (int k = 0; k < TT_DROP__COUNT && d != NULL; k++) {
+                uint64_t sum = 0;
+                for (unsigned j = 0; j < n; j++)
+                    for (unsigned v = 0; v < aggs[j]->nup; v++)
+                        if (strcmp(aggs[j]->up[v], name) == 0)
+                            sum += aggs[j]->dropped[v][k];
+                cJSON_AddNumberToObject(d, tt_drop_names[k], (double)sum);
+            }
+        }
+        cJSON *uw = windows_json(aggs, n, name, slo_seen, now_ns, hs);
+        if (uw == NULL)
+            goto done;
+        cJSON_AddItemToObject(o, "windows", uw);
+    }
+    if (tt_pairs_json(pairs, root, now_ns) < 0)
+        goto done;
 
     char *txt = cJSON_PrintUnformatted(root);
     if (txt != NULL) {

@@ -33,11 +33,13 @@
 #ifndef TT_AGG_H
 #define TT_AGG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "metrics/metric.h"
 #include "metrics/request.h"
 #include "metrics/slo.h"
+#include "proxy/target.h"
 
 struct evbuffer;
 struct tt_recorder;
@@ -57,6 +59,12 @@ enum tt_agg_family {
 extern const char *const tt_agg_family_names[TT_FAM__COUNT];
 
 #define TT_AGG_MAX_BUCKETS 64
+#define TT_AGG_UPSTREAMS   TT_MAX_TARGETS   /* window sets: primary + shadows */
+
+#define TT_AGG_MAX_DELAYS  256              /* workers */
+
+struct tt_pairs;
+struct tt_delay;
 
 struct tt_agg_opts {
     unsigned      model_cap;                    /* 0 = 32 */
@@ -64,6 +72,7 @@ struct tt_agg_opts {
     const double *buckets[TT_FAM__COUNT];
     unsigned      nbuckets[TT_FAM__COUNT];
     const char   *version;                      /* NULL = TT_VERSION */
+    int           semconv;                      /* enum tt_semconv_mode, 0 = tokentap */
 };
 
 struct tt_agg;
@@ -88,11 +97,28 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
                       const struct tt_metric_values *m,
                       const struct tt_slo_result *slo, uint64_t now_ns);
 
+/* windows (and the shadow_dropped counters) for upstream <name> from the
+ * start, so that /stats and /metrics show it before its first request;
+ * 0, or -1 when there is no room */
+int  tt_agg_add_upstream(struct tt_agg *a, const char *name);
+/* a copy for shadow <shadow> was abandoned (tokentap_shadow_dropped_total) */
+void tt_agg_shadow_dropped(struct tt_agg *a, const char *shadow, enum tt_drop why);
+/* the paired comparisons shown in /stats; <ps> borrowed, may be NULL */
+void tt_agg_set_pairs(struct tt_agg *a, struct tt_pairs *ps);
+
+/* a worker's tokentap_proxy_delay_seconds, exposed with the rest; <d>
+ * borrowed for the aggregator's life */
+void tt_agg_add_delay(struct tt_agg *a, struct tt_delay *d);
+
 /* requests in flight: +1 when one starts, -1 when it finishes (atomic) */
 void tt_agg_inflight(struct tt_agg *a, int delta);
 
 /* add everything of <src> into <dst> (same options); 0 or -1 */
 int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src);
+
+/* label-value escaping and sample formatting of the exposition (metrics/semconv.c) */
+size_t tt_prom_escape_label(char *out, const char *in);   /* NULL out: length */
+void   tt_prom_fmt_double(char *buf, size_t len, double v);
 
 /* Prometheus text format 0.0.4 of one aggregator; 0 or -1 */
 int tt_agg_prometheus(struct tt_agg *a, struct evbuffer *out);

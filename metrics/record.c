@@ -424,6 +424,14 @@ char *tt_record_format(const struct tt_request *r,
     jw_lit(&w, r->cancelled ? "true" : "false");
     jw_key(&w, "upstream", &f);
     jw_str(&w, r->upstream_name ? r->upstream_name : "");
+    jw_key(&w, "role", &f);
+    jw_str(&w, r->shadow ? "shadow" : "primary");
+    if (r->has_digest) {
+        char hex[17];
+        snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)r->digest);
+        jw_key(&w, "answer_digest", &f);
+        jw_str(&w, hex);
+    }
     jw_key(&w, "upstream_reused", &f);
     jw_lit(&w, r->upstream_reused ? "true" : "false");
     jw_key(&w, "api", &f);

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,12 +32,16 @@
 #include "metrics/metric.h"
 #include "metrics/report_plot.h"
 #include "metrics/report_set.h"
+#include "metrics/report_slice.h"
 #include "metrics/report_stats.h"
 #include "metrics/slo.h"
 
 #ifndef TT_VERSION
 #define TT_VERSION "0.0.0"
 #endif
+
+/* the profile_export_aiperf.json schema written (AIPerf docs/reference/json-export-schema.md) */
+#define AIPERF_SCHEMA "1.5"
 
 #define ICL TT_M__COUNT                 /* metric index of inter_chunk_latency */
 #define NMETRIC (TT_M__COUNT + 1)
@@ -55,6 +60,22 @@ static const char *const header_of[NMETRIC] = {
     [TT_M_REASONING_TOKENS]  = "Reasoning Token Count",
     [TT_M_REASONING_LATENCY] = "Reasoning Latency",
     [ICL]                    = "Inter Chunk Latency",
+};
+
+/* shorter labels, used when the full table is wider than the terminal */
+static const char *const abbr_of[NMETRIC] = {
+    [TT_M_TTFT]              = "TTFT (ms)",
+    [TT_M_TTST]              = "TTST (ms)",
+    [TT_M_TTFO]              = "TTFO (ms)",
+    [TT_M_REQUEST_LATENCY]   = "Latency (ms)",
+    [TT_M_ITL]               = "ITL (ms)",
+    [TT_M_OTPS_USER]         = "Tok/s/user",
+    [TT_M_ISL]               = "ISL (tokens)",
+    [TT_M_OSL]               = "OSL (tokens)",
+    [TT_M_OUTPUT_TOKENS]     = "Output tokens",
+    [TT_M_REASONING_TOKENS]  = "Reasoning tokens",
+    [TT_M_REASONING_LATENCY] = "Reasoning (ms)",
+    [ICL]                    = "ICL (ms)",
 };
 
 /* console and export order: the SPEC's table, ICL after ITL */
@@ -78,6 +99,43 @@ static const char *const pct_names[TT_RPT_NPCT] = {
     "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99",
 };
 
+/* ---- output: format and width ---- */
+
+/*
+ * How the console report is written (--format; the terminal's width).
+ * Set once by tt_report_main before anything is printed.
+ *   table     box tables fitted to <width> columns, prose folded to it
+ *   markdown  GitHub tables and the prose as is (for pull requests)
+ *   csv       the tables only, one block each, a blank line between;
+ *             numbers without digit grouping; prose to standard error
+ *   json      {"tables":[{"title","columns","rows"}],"notes":[...]}:
+ *             cells that are plain numbers as numbers
+ */
+enum rfmt { F_TABLE, F_CSV, F_JSON, F_MARKDOWN };
+static const char *const fmt_names[] = { "table", "csv", "json", "markdown" };
+
+static struct {
+    enum rfmt fmt;
+    int       width;            /* columns, >= 40 */
+    cJSON    *tables;           /* json: the tables so far */
+} outx = { F_TABLE, 80, NULL };
+
+/* ioctl(TIOCGWINSZ) on stdout, else $COLUMNS, else 80 */
+static int term_width(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    if (c != NULL && *c) {
+        char *end;
+        long v = strtol(c, &end, 10);
+        if (*end == '\0' && v > 0 && v < 100000)
+            return (int)v;
+    }
+    return 80;
+}
+
 /* ---- options ---- */
 
 struct ropts {
@@ -88,6 +146,9 @@ struct ropts {
     const char  *goodput, *export_dir, *trace, *plot;
     struct tt_rfilter f;
     size_t       max_exact;
+    int          fmt;            /* enum rfmt */
+    int64_t      slice_ns;       /* --slice-duration, 0 = none */
+    const char  *slice_arg;
 };
 
 static void usage(FILE *out)
@@ -129,6 +190,15 @@ static void usage(FILE *out)
 "  --plot OUT.html    self-contained plots (OUT.svg: bare SVG): CDFs of\n"
 "                     TTFT, TTFO, ITL and request latency with SLO lines,\n"
 "                     input vs output length, attainment over time\n"
+
+"  --slice-duration D per-slice statistics over time: D is a duration\n"
+"                     (30s, 5m, 1h, 1d; a bare number is seconds); slices\n"
+"                     are aligned to the clock (UTC); with --export also\n"
+"                     DIR/profile_export_aiperf_timeslices.{csv,json}; the\n"
+"                     plots' attainment panel uses the same slices\n"
+"  --format F         table (default: box tables fitted to the terminal\n"
+"                     width: ioctl, else $COLUMNS, else 80), markdown, csv\n"
+"                     (tables only; notes to stderr) or json\n"
 "  --max-exact N      keep exact values for up to N records per set\n"
 "                     (default %u, 64 bytes each; inter-chunk gaps up to\n"
 "                     8*N, 4 bytes each); beyond, percentiles come from\n"
@@ -199,7 +269,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         static const char *const known[] = {
             "--goodput", "--model", "--api", "--upstream", "--status",
             "--since", "--until", "--export", "--compare", "--trace",
-            "--plot", "--max-exact",
+            "--plot", "--max-exact", "--format", "--slice-duration",
         };
         int k = -1;
         for (size_t j = 0; j < sizeof(known) / sizeof(known[0]); j++)
@@ -259,6 +329,22 @@ static int parse_args(int argc, char **argv, struct ropts *o)
             o->max_exact = (size_t)v;
             break;
         }
+        case 12: {
+            int f = -1;
+            for (int j = 0; j < 4; j++)
+                if (strcmp(val, fmt_names[j]) == 0)
+                    f = j;
+            if (f < 0)
+                return bad("--format: '%s' is not one of table, csv, json, markdown%s", val, "");
+            o->fmt = f;
+            break;
+        }
+        case 13:
+            if (tt_rpt_parse_duration(val, &o->slice_ns) < 0)
+                return bad("--slice-duration: '%s' is not a duration (e.g. 30s, 5m, 1h, 300; 1 ms to 366 d)%s",
+                           val, "");
+            o->slice_arg = val;
+            break;
         }
     }
     if (o->nfiles == 0)
@@ -270,7 +356,8 @@ static int parse_args(int argc, char **argv, struct ropts *o)
 
 /* ---- number formatting ---- */
 
-/* "1,234.56" (decimals 2) or "1,234" (decimals 0); "N/A" for NaN */
+/* "1,234.56" (decimals 2) or "1,234" (decimals 0); "N/A" for NaN;
+ * csv and json: no digit grouping */
 static void fmt_num(char *buf, size_t len, double v, int decimals)
 {
     char tmp[64], *p;
@@ -284,6 +371,7 @@ static void fmt_num(char *buf, size_t len, double v, int decimals)
     snprintf(tmp, sizeof(tmp), "%.*f", decimals, fabs(v));
     p = strchr(tmp, '.');
     n = p ? (int)(p - tmp) : (int)strlen(tmp);
+    int group = outx.fmt == F_TABLE || outx.fmt == F_MARKDOWN;
     /* the digits before the point, grouped by three */
     char out[96];
     int o = 0;
@@ -291,7 +379,7 @@ static void fmt_num(char *buf, size_t len, double v, int decimals)
         out[o++] = '-';
     for (int i = 0; i < n; i++) {
         out[o++] = tmp[i];
-        if ((n - i - 1) % 3 == 0 && i != n - 1)
+        if (group && (n - i - 1) % 3 == 0 && i != n - 1)
             out[o++] = ',';
     }
     out[o] = '\0';
@@ -306,16 +394,24 @@ static void fmt_count(char *buf, size_t len, uint64_t v)
 /* ---- tables ---- */
 
 #define TMAXC 16
-#define TMAXR 160
 #define TCELL 200
 
 struct table {
     const char *title;
-    int         ncols, nrows;
+    int         ncols, nrows, caprows;
     int         left[TMAXC];     /* left-aligned columns */
+    /*
+     * Fitting a narrow terminal: columns of prio 0 are keys, repeated in
+     * every part; the others fill the first part in ascending prio until
+     * one does not fit, the rest go to further parts (same rule), each part keeping
+     * the columns' own order.  A shrink column is cut (..) to fit instead.
+     */
+    int         prio[TMAXC];
+    int         shrink[TMAXC];
     char        hdr[TMAXC][48];
     char        (*cell)[TMAXC][TCELL];
-    int         rule_after[TMAXR];
+    int        *rule_after;
+    const char **abbr;           /* per row: a shorter column-0 text, or NULL */
 };
 
 static struct table *table_new(const char *title, int ncols)
@@ -323,14 +419,22 @@ static struct table *table_new(const char *title, int ncols)
     struct table *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return NULL;
-    t->cell = calloc(TMAXR, sizeof(*t->cell));
-    if (t->cell == NULL) {
+    t->caprows = 16;
+    t->cell = calloc((size_t)t->caprows, sizeof(*t->cell));
+    t->rule_after = calloc((size_t)t->caprows, sizeof(*t->rule_after));
+    t->abbr = calloc((size_t)t->caprows, sizeof(*t->abbr));
+    if (t->cell == NULL || t->rule_after == NULL || t->abbr == NULL) {
+        free(t->cell);
+        free(t->rule_after);
+        free(t->abbr);
         free(t);
         return NULL;
     }
     t->title = title;
     t->ncols = ncols;
     t->left[0] = 1;
+    for (int c = 0; c < TMAXC; c++)
+        t->prio[c] = c;
     return t;
 }
 
@@ -338,15 +442,34 @@ static void table_free(struct table *t)
 {
     if (t) {
         free(t->cell);
+        free(t->rule_after);
+        free(t->abbr);
         free(t);
     }
 }
 
+/* a new (empty) row; when memory runs out the last row is reused */
 static int table_row(struct table *t)
 {
-    if (t->nrows == TMAXR)
-        return TMAXR - 1;           /* overwrite the last: never overflow */
-    return t->nrows++;
+    if (t->nrows == t->caprows) {
+        int cap = t->caprows * 2;
+        void *c = realloc(t->cell, (size_t)cap * sizeof(*t->cell));
+        if (c != NULL)
+            t->cell = c;
+        void *r = c ? realloc(t->rule_after, (size_t)cap * sizeof(*t->rule_after)) : NULL;
+        if (r != NULL)
+            t->rule_after = r;
+        void *a = r ? realloc(t->abbr, (size_t)cap * sizeof(*t->abbr)) : NULL;
+        if (a == NULL)
+            return t->nrows - 1;
+        t->abbr = a;
+        t->caprows = cap;
+    }
+    int r = t->nrows++;
+    memset(t->cell[r], 0, sizeof(t->cell[r]));
+    t->rule_after[r] = 0;
+    t->abbr[r] = NULL;
+    return r;
 }
 
 static void put_rep(FILE *out, const char *s, int n)
@@ -355,48 +478,359 @@ static void put_rep(FILE *out, const char *s, int n)
         fputs(s, out);
 }
 
-static void table_rule(FILE *out, const struct table *t, const int *w,
+/* display columns of UTF-8 text (one per code point) */
+static int dwidth(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        if (((unsigned char)*s & 0xC0) != 0x80)
+            n++;
+    return n;
+}
+
+/* <s> cut to <w> display columns, ".." marking the cut */
+static void cut_to(char *dst, size_t cap, const char *s, int w)
+{
+    if (dwidth(s) <= w) {
+        snprintf(dst, cap, "%s", s);
+        return;
+    }
+    int keep = w > 2 ? w - 2 : 0, cols = 0;
+    size_t o = 0;
+    for (const char *p = s; *p && o + 4 < cap; p++) {
+        if (((unsigned char)*p & 0xC0) != 0x80 && cols++ == keep)
+            break;
+        dst[o++] = *p;
+    }
+    snprintf(dst + o, cap - o, "%.*s", w < 2 ? w : 2, "..");
+}
+
+static const char *cell_text(const struct table *t, int r, int c, int useabbr)
+{
+    if (c == 0 && useabbr && t->abbr[r] != NULL)
+        return t->abbr[r];
+    return t->cell[r][c];
+}
+
+static void table_rule(FILE *out, const int *cols, int n, const int *w,
                        const char *l, const char *m, const char *r, const char *h)
 {
     fputs(l, out);
-    for (int c = 0; c < t->ncols; c++) {
-        put_rep(out, h, w[c] + 2);
-        fputs(c == t->ncols - 1 ? r : m, out);
+    for (int i = 0; i < n; i++) {
+        put_rep(out, h, w[cols[i]] + 2);
+        fputs(i == n - 1 ? r : m, out);
     }
     fputc('\n', out);
 }
 
-/* rich's HEAVY_HEAD box, as AIPerf's console tables */
-static void table_print(FILE *out, const struct table *t)
+/* one box table (rich's HEAVY_HEAD, as AIPerf's console) of columns <cols> */
+static void box_part(FILE *out, const struct table *t, const int *cols, int n,
+                     const int *w, int useabbr, const char *title)
 {
-    int w[TMAXC] = { 0 }, total = 0;
-
-    for (int c = 0; c < t->ncols; c++) {
-        w[c] = (int)strlen(t->hdr[c]);
-        for (int r = 0; r < t->nrows; r++)
-            if ((int)strlen(t->cell[r][c]) > w[c])
-                w[c] = (int)strlen(t->cell[r][c]);
-        total += w[c] + 3;
+    char buf[TCELL + 8];
+    int total = 1;
+    for (int i = 0; i < n; i++)
+        total += w[cols[i]] + 3;
+    if (title) {
+        int tw = dwidth(title);
+        if (tw > total) {
+            cut_to(buf, sizeof(buf), title, total);
+            fprintf(out, "%s\n", buf);
+        } else {
+            fprintf(out, "%*s%s\n", (total - tw) / 2, "", title);
+        }
     }
-    if (t->title) {
-        int pad = (total + 1 - (int)strlen(t->title)) / 2;
-        fprintf(out, "%*s%s\n", pad > 0 ? pad : 0, "", t->title);
-    }
-    table_rule(out, t, w, "\u250f", "\u2533", "\u2513", "\u2501");
+    table_rule(out, cols, n, w, "\u250f", "\u2533", "\u2513", "\u2501");
     fputs("\u2503", out);
-    for (int c = 0; c < t->ncols; c++)
-        fprintf(out, t->left[c] ? " %-*s \u2503" : " %*s \u2503", w[c], t->hdr[c]);
+    for (int i = 0; i < n; i++) {
+        int c = cols[i];
+        cut_to(buf, sizeof(buf), t->hdr[c], w[c]);
+        int pad = w[c] - dwidth(buf);
+        if (t->left[c])
+            fprintf(out, " %s%*s \u2503", buf, pad, "");
+        else
+            fprintf(out, " %*s%s \u2503", pad, "", buf);
+    }
     fputc('\n', out);
-    table_rule(out, t, w, "\u2521", "\u2547", "\u2529", "\u2501");
+    table_rule(out, cols, n, w, "\u2521", "\u2547", "\u2529", "\u2501");
     for (int r = 0; r < t->nrows; r++) {
         fputs("\u2502", out);
-        for (int c = 0; c < t->ncols; c++)
-            fprintf(out, t->left[c] ? " %-*s \u2502" : " %*s \u2502", w[c], t->cell[r][c]);
+        for (int i = 0; i < n; i++) {
+            int c = cols[i];
+            cut_to(buf, sizeof(buf), cell_text(t, r, c, useabbr), w[c]);
+            int pad = w[c] - dwidth(buf);
+            if (t->left[c])
+                fprintf(out, " %s%*s \u2502", buf, pad, "");
+            else
+                fprintf(out, " %*s%s \u2502", pad, "", buf);
+        }
         fputc('\n', out);
         if (t->rule_after[r] && r != t->nrows - 1)
-            table_rule(out, t, w, "\u251c", "\u253c", "\u2524", "\u2500");
+            table_rule(out, cols, n, w, "\u251c", "\u253c", "\u2524", "\u2500");
     }
-    table_rule(out, t, w, "\u2514", "\u2534", "\u2518", "\u2500");
+    table_rule(out, cols, n, w, "\u2514", "\u2534", "\u2518", "\u2500");
+}
+
+static void col_widths(const struct table *t, int useabbr, int *w)
+{
+    for (int c = 0; c < t->ncols; c++) {
+        w[c] = dwidth(t->hdr[c]);
+        for (int r = 0; r < t->nrows; r++) {
+            int x = dwidth(cell_text(t, r, c, useabbr));
+            if (x > w[c])
+                w[c] = x;
+        }
+    }
+}
+
+/* the box table fitted to outx.width: split into parts, cut shrink columns */
+static void table_box(FILE *out, const struct table *t)
+{
+    int w[TMAXC], keys[TMAXC], nk = 0, rest[TMAXC], nr = 0, keyw = 1, full = 1;
+    int useabbr = 0;
+
+    col_widths(t, 0, w);
+    for (int c = 0; c < t->ncols; c++)
+        full += w[c] + 3;
+    if (full > outx.width) {
+        useabbr = 1;            /* shorter labels before anything else */
+        col_widths(t, 1, w);
+    }
+    for (int c = 0; c < t->ncols; c++) {
+        if (t->prio[c] == 0) {
+            keys[nk++] = c;
+            keyw += w[c] + 3;
+        } else {
+            rest[nr++] = c;
+        }
+    }
+    /* keys alone too wide: cut the widest left-aligned key */
+    while (keyw > outx.width - 12) {
+        int wi = -1;
+        for (int i = 0; i < nk; i++)
+            if (t->left[keys[i]] && w[keys[i]] > 8 && (wi < 0 || w[keys[i]] > w[keys[wi]]))
+                wi = i;
+        if (wi < 0)
+            break;
+        w[keys[wi]]--;
+        keyw--;
+    }
+    /* the others by ascending prio */
+    for (int i = 1; i < nr; i++)
+        for (int j = i; j > 0 && t->prio[rest[j]] < t->prio[rest[j - 1]]; j--) {
+            int x = rest[j];
+            rest[j] = rest[j - 1];
+            rest[j - 1] = x;
+        }
+    int placed[TMAXC] = { 0 }, left = nr, part = 0;
+    while (left > 0 || part == 0) {
+        int sel[TMAXC] = { 0 }, used = keyw, any = 0;
+        for (int i = 0; i < nr; i++) {
+            int c = rest[i];
+            if (placed[c])
+                continue;
+            if (used + w[c] + 3 <= outx.width) {
+                sel[c] = 1;
+                used += w[c] + 3;
+                any = 1;
+            } else if ((t->shrink[c] || t->left[c]) && used + 3 + 8 <= outx.width) {
+                w[c] = outx.width - used - 3;
+                sel[c] = 1;
+                used = outx.width;
+                any = 1;
+            } else {
+                break;          /* keep the stated order: the rest go on */
+            }
+        }
+        if (!any && left > 0) {          /* not even one fits: take it, cut */
+            for (int i = 0; i < nr && !any; i++)
+                if (!placed[rest[i]]) {
+                    int c = rest[i];
+                    sel[c] = 1;
+                    if (used + w[c] + 3 > outx.width)
+                        w[c] = outx.width - used - 3 > 1 ? outx.width - used - 3 : 1;
+                    any = 1;
+                }
+        }
+        int cols[TMAXC], n = 0;
+        for (int c = 0; c < t->ncols; c++)
+            if (t->prio[c] == 0 || sel[c]) {
+                cols[n++] = c;
+                if (sel[c]) {
+                    placed[c] = 1;
+                    left--;
+                }
+            }
+        char title[160];
+        const char *tt = t->title;
+        if (part > 0 || left > 0) {
+            snprintf(title, sizeof(title), "%s%s(part %d)", t->title ? t->title : "",
+                     t->title ? " " : "", part + 1);
+            tt = title;
+        }
+        box_part(out, t, cols, n, w, useabbr, tt);
+        part++;
+    }
+}
+
+static void md_cell(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|')
+            fputc('\\', out);
+        fputc(*s, out);
+    }
+}
+
+static void table_markdown(FILE *out, const struct table *t)
+{
+    if (t->title)
+        fprintf(out, "\n**%s**\n\n", t->title);
+    else
+        fputc('\n', out);
+    for (int pass = 0; pass < 2; pass++) {
+        fputc('|', out);
+        for (int c = 0; c < t->ncols; c++) {
+            fputc(' ', out);
+            if (pass == 0)
+                md_cell(out, t->hdr[c]);
+            else
+                fputs(t->left[c] ? ":---" : "---:", out);
+            fputs(" |", out);
+        }
+        fputc('\n', out);
+    }
+    for (int r = 0; r < t->nrows; r++) {
+        fputc('|', out);
+        for (int c = 0; c < t->ncols; c++) {
+            fputc(' ', out);
+            md_cell(out, t->cell[r][c]);
+            fputs(" |", out);
+        }
+        fputc('\n', out);
+    }
+    fputc('\n', out);
+}
+
+static void csv_field(FILE *out, const char *s)
+{
+    if (strpbrk(s, ",\"\r\n") == NULL) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static int tables_written;
+
+static void table_csv(const struct table *t)
+{
+    FILE *out = stdout;
+    if (tables_written++)
+        fputc('\n', out);
+    for (int r = -1; r < t->nrows; r++) {
+        for (int c = 0; c < t->ncols; c++) {
+            if (c)
+                fputc(',', out);
+            csv_field(out, r < 0 ? t->hdr[c] : t->cell[r][c]);
+        }
+        fputc('\n', out);
+    }
+}
+
+/* a cell as a JSON number when it is exactly one, else as a string */
+static cJSON *json_cell(const char *s)
+{
+    char *end;
+    if (*s && strspn(s, "0123456789+-.eE") == strlen(s)) {
+        double v = strtod(s, &end);
+        if (*end == '\0' && isfinite(v))
+            return cJSON_CreateNumber(v);
+    }
+    return cJSON_CreateString(s);
+}
+
+static void table_json(const struct table *t)
+{
+    if (outx.tables == NULL)
+        outx.tables = cJSON_CreateArray();
+    cJSON *o = cJSON_CreateObject(), *cols = cJSON_CreateArray(), *rows = cJSON_CreateArray();
+    if (t->title)
+        cJSON_AddStringToObject(o, "title", t->title);
+    else
+        cJSON_AddNullToObject(o, "title");
+    for (int c = 0; c < t->ncols; c++)
+        cJSON_AddItemToArray(cols, cJSON_CreateString(t->hdr[c]));
+    for (int r = 0; r < t->nrows; r++) {
+        cJSON *row = cJSON_CreateArray();
+        for (int c = 0; c < t->ncols; c++)
+            cJSON_AddItemToArray(row, json_cell(t->cell[r][c]));
+        cJSON_AddItemToArray(rows, row);
+    }
+    cJSON_AddItemToObject(o, "columns", cols);
+    cJSON_AddItemToObject(o, "rows", rows);
+    cJSON_AddItemToArray(outx.tables, o);
+}
+
+static void table_print(FILE *out, const struct table *t)
+{
+    switch (outx.fmt) {
+    case F_TABLE:    table_box(out, t); break;
+    case F_MARKDOWN: table_markdown(out, t); break;
+    case F_CSV:      table_csv(t); break;
+    case F_JSON:     table_json(t); break;
+    }
+}
+
+/*
+ * The prose lines of <text> folded to <width> at spaces (a cut word
+ * where there is none), continuation lines indented by two; box-table
+ * lines are already fitted and pass unchanged.
+ */
+static void fold_out(FILE *dst, const char *text, size_t len, int width)
+{
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        int indent = 0;
+        if (p == le)
+            fputc('\n', dst);         /* an empty line */
+        while (p < le) {
+            /* how many bytes fit in width - indent columns */
+            const char *q = p, *brk = NULL;
+            int cols = indent;
+            while (q < le && cols < width) {
+                if (*q == ' ')
+                    brk = q;
+                if (((unsigned char)*q & 0xC0) != 0x80)
+                    cols++;
+                q++;
+                while (q < le && ((unsigned char)*q & 0xC0) == 0x80)
+                    q++;
+            }
+            if (q >= le) {
+                fprintf(dst, "%*s%.*s\n", indent, "", (int)(le - p), p);
+                p = le;
+                break;
+            }
+            if (*q == ' ')
+                brk = q;
+            const char *stop = brk && brk > p ? brk : q;
+            fprintf(dst, "%*s%.*s\n", indent, "", (int)(stop - p), p);
+            p = stop;
+            while (p < le && *p == ' ')
+                p++;
+            indent = 2;
+        }
+        p = nl ? nl + 1 : end;
+    }
 }
 
 /* ---- summaries ---- */
@@ -458,8 +892,17 @@ static void stat_cells(char (*row)[TCELL], const struct tt_rsummary *s)
     fmt_count(row[c++], TCELL, s->count);
 }
 
+/*
+ * The statistic columns.  On a narrow terminal they stay in the first
+ * part in this order, the rest moving to further parts: avg, count, p50,
+ * p90, p99, max, min, p95, p75, p25, std, p10, p5, p1.
+ */
 static void stat_headers(struct table *t, int first)
 {
+    /* avg min max p1 p5 p10 p25 p50 p75 p90 p95 p99 std count */
+    static const int prio[14] = { 1, 7, 6, 14, 13, 12, 10, 3, 9, 4, 8, 5, 11, 2 };
+    for (int i = 0; i < 14; i++)
+        t->prio[first + i] = first + prio[i];
     int c = first;
     snprintf(t->hdr[c++], 48, "avg");
     snprintf(t->hdr[c++], 48, "min");
@@ -584,6 +1027,7 @@ static void print_metrics(FILE *out, const struct msum *ms, const char *title)
         }
         int r = table_row(t);
         metric_label(t->cell[r][0], TCELL, m);
+        t->abbr[r] = abbr_of[m];
         stat_cells(&t->cell[r][1], &ms->s[m]);
     }
     table_print(out, t);
@@ -636,8 +1080,11 @@ static void print_scalars(FILE *out, const struct scalars *c)
         fmt_num(a, sizeof(a), c->frac, 4);
         fmt_num(b, sizeof(b), c->lo, 4);
         fmt_num(d, sizeof(d), c->hi, 4);
-        snprintf(t->cell[r][1], TCELL, "%s [95%% CI %s, %s] (%llu/%llu)", a, b, d,
+        snprintf(t->cell[r][1], TCELL, "%s (%llu/%llu)", a,
                  (unsigned long long)c->good, (unsigned long long)c->records);
+        r = table_row(t);
+        snprintf(t->cell[r][0], TCELL, "Good Request Fraction 95%% CI");
+        snprintf(t->cell[r][1], TCELL, "[%s, %s]", b, d);
     } else {
         snprintf(t->cell[r][1], TCELL, "N/A");
     }
@@ -744,6 +1191,7 @@ static void print_compare(FILE *out, const struct msum *ma, const struct msum *m
     snprintf(t->hdr[0], 48, "Metric");
     snprintf(t->hdr[1], 48, "set");
     t->left[1] = 1;
+    t->prio[1] = 0;             /* a key: repeated in every part */
     stat_headers(t, 2);
     for (int k = 0; k < NMETRIC; k++) {
         int m = order[k];
@@ -752,6 +1200,7 @@ static void print_compare(FILE *out, const struct msum *ma, const struct msum *m
             continue;
         int r = table_row(t);
         metric_label(t->cell[r][0], TCELL, m);
+        t->abbr[r] = abbr_of[m];
         snprintf(t->cell[r][1], TCELL, "A");
         stat_cells(&t->cell[r][2], a);
         r = table_row(t);
@@ -994,31 +1443,38 @@ static void iso_time(char *buf, size_t len, int64_t ns)
     snprintf(buf + o, len - o, ".%06lldZ", (long long)((ns % 1000000000LL) / 1000));
 }
 
-static cJSON *num_or_null(double v)
+/* a field only when it has a value: AIPerf writes with exclude_none=True */
+static void add_num(cJSON *o, const char *k, double v)
 {
-    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
 }
 
+/* a record metric's block: unit, avg, min, max, p1..p99, std, count, sum */
 static cJSON *metric_block(const struct tt_rsummary *s, const char *unit)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "unit", unit);
-    cJSON_AddItemToObject(o, "avg", num_or_null(s->avg));
-    cJSON_AddItemToObject(o, "min", num_or_null(s->min));
-    cJSON_AddItemToObject(o, "max", num_or_null(s->max));
+    add_num(o, "avg", s->avg);
+    add_num(o, "min", s->min);
+    add_num(o, "max", s->max);
     for (int i = 0; i < TT_RPT_NPCT; i++)
-        cJSON_AddItemToObject(o, pct_names[i], num_or_null(s->pct[i]));
-    cJSON_AddItemToObject(o, "std", num_or_null(s->std));
+        add_num(o, pct_names[i], s->pct[i]);
+    add_num(o, "std", s->std);
     cJSON_AddNumberToObject(o, "count", (double)s->count);
-    cJSON_AddItemToObject(o, "sum", num_or_null(s->sum));
+    add_num(o, "sum", s->sum);
     return o;
 }
 
+/* a derived or aggregate metric's block: unit and avg only (no count, no sum) */
 static cJSON *scalar_block(double v, const char *unit)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "unit", unit);
-    cJSON_AddItemToObject(o, "avg", num_or_null(v));
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, "avg", v);
+    else
+        cJSON_AddNullToObject(o, "avg");
     return o;
 }
 
@@ -1055,7 +1511,8 @@ static int cmp_str_ptr(const void *a, const void *b)
 
 static int export_aiperf(const char *dir, struct tt_rset *s, const struct msum *ms,
                          const struct scalars *c, const char *files,
-                         const char *goodput, char *err, size_t errlen)
+                         const char *goodput, const char *cli, char *err,
+                         size_t errlen)
 {
     char path[4096], tbuf[64];
     cJSON *root = cJSON_CreateObject();
@@ -1067,9 +1524,19 @@ static int export_aiperf(const char *dir, struct tt_rset *s, const struct msum *
         return -1;
     }
 
-    /* --- JSON: AIPerf's JsonExportData shape (schema 1.1 metric blocks) --- */
-    cJSON_AddStringToObject(root, "schema_version", "1.1");
-    cJSON_AddStringToObject(root, "tokentap_version", TT_VERSION);
+    /*
+     * --- JSON: AIPerf's profile_export_aiperf.json, schema 1.5 (docs/report.md):
+     * record metrics carry the full stats block, derived and aggregate
+     * metrics unit + avg only; provenance at the top and in run_info.
+     */
+    char bid[40];
+    uint64_t h = tt_rpt_id_hash(files);
+    h = (h ^ (uint64_t)s->first_start_ns) * 1099511628211ull;
+    h = (h ^ (uint64_t)s->last_end_ns) * 1099511628211ull;
+    h = (h ^ tt_rpt_id_hash(goodput ? goodput : "")) * 1099511628211ull;
+    snprintf(bid, sizeof(bid), "tokentap-report-%016llx", (unsigned long long)h);
+    cJSON_AddStringToObject(root, "schema_version", AIPERF_SCHEMA);
+    cJSON_AddStringToObject(root, "benchmark_id", bid);
     if (s->first_start_ns != INT64_MAX) {
         iso_time(tbuf, sizeof(tbuf), s->first_start_ns);
         cJSON_AddStringToObject(root, "start_time", tbuf);
@@ -1077,6 +1544,17 @@ static int export_aiperf(const char *dir, struct tt_rset *s, const struct msum *
         cJSON_AddStringToObject(root, "end_time", tbuf);
     }
     cJSON_AddBoolToObject(root, "was_cancelled", 0);
+    cJSON *ri = cJSON_AddObjectToObject(root, "run_info");
+    cJSON_AddStringToObject(ri, "benchmark_id", bid);
+    cJSON_AddNullToObject(ri, "sweep_id");
+    cJSON_AddNullToObject(ri, "random_seed");
+    cJSON_AddNumberToObject(ri, "trial", 0);
+    cJSON_AddStringToObject(ri, "run_label", "tokentap_report");
+    cJSON_AddStringToObject(ri, "variation_label", "base");
+    cJSON_AddNumberToObject(ri, "variation_index", 0);
+    cJSON_AddObjectToObject(ri, "variation_values");
+    cJSON_AddStringToObject(ri, "cli_command", cli);
+    cJSON_AddArrayToObject(root, "runtime_submission_invalid_reasons");
     cJSON *es = cJSON_AddArrayToObject(root, "error_summary");
     for (unsigned i = 0; i < s->errtypes.n; i++) {
         const struct tt_rcount *e = &s->errtypes.e[i];
@@ -1109,6 +1587,7 @@ static int export_aiperf(const char *dir, struct tt_rset *s, const struct msum *
 
     /* what AIPerf has no field for, under one key of our own */
     cJSON *tk = cJSON_AddObjectToObject(root, "tokentap_report");
+    cJSON_AddStringToObject(tk, "tokentap_version", TT_VERSION);
     cJSON_AddStringToObject(tk, "inputs", files);
     cJSON_AddNumberToObject(tk, "lines", (double)s->lines);
     cJSON_AddNumberToObject(tk, "malformed_lines", (double)s->malformed);
@@ -1230,6 +1709,220 @@ static int export_aiperf(const char *dir, struct tt_rset *s, const struct msum *
     return rc;
 }
 
+/* ---- timeslices ---- */
+
+static void slice_label(char *buf, size_t len, int64_t ns, int64_t width_ns, int multiday)
+{
+    time_t t = (time_t)(ns / 1000000000LL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    const char *f = width_ns < 60000000000LL ? (multiday ? "%m-%d %H:%M:%S" : "%H:%M:%S")
+                                             : (multiday ? "%m-%d %H:%M" : "%H:%M");
+    strftime(buf, len, f, &tm);
+}
+
+/* percentile <pi> of a slice's metric, '*' when the sample is too small */
+static void slice_pct(char *buf, size_t len, const struct tt_rsummary *s, int pi)
+{
+    if (s->count == 0) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    char v[64];
+    fmt_num(v, sizeof(v), s->pct[pi], 2);
+    snprintf(buf, len, "%s%s", v, tt_pct_low_sample(s->count, tt_rpt_pcts[pi]) ? "*" : "");
+}
+
+/*
+ * The over-time table: one row per slice.  On a narrow terminal the
+ * columns stay in this order, the rest moving to further parts: Req,
+ * Good %, TTFT p99, ITL p99, Req/s, TTFT p50, ITL p50, Err, Out tok/s,
+ * Goodput/s, Latency p99.
+ */
+static void print_slices(FILE *out, const struct tt_rslices *sl, const char *arg,
+                         const char *setname)
+{
+    static const char *const hdr[] = {
+        "Slice (UTC)", "Req", "Err", "Req/s", "Out tok/s", "Goodput/s", "Good %",
+        "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "Latency p99",
+    };
+    static const int prio[] = { 0, 1, 8, 5, 9, 10, 2, 6, 3, 7, 4, 11 };
+    char title[160], day[32];
+
+    if (sl->n == 0) {
+        fprintf(out, "Timeslices (%s): no records with a start time\n", arg);
+        return;
+    }
+    int multiday = sl->s[0].start_ns / 86400000000000LL
+                   != (sl->s[sl->n - 1].end_ns - 1) / 86400000000000LL;
+    iso_time(day, sizeof(day), sl->s[0].start_ns);
+    day[10] = '\0';
+    snprintf(title, sizeof(title), "Timeslices of %s%s%s from %s (UTC); times in ms",
+             arg, setname ? ", set " : "", setname ? setname : "", day);
+    struct table *t = table_new(title, 12);
+    if (t == NULL)
+        return;
+    for (int c = 0; c < 12; c++) {
+        snprintf(t->hdr[c], 48, "%s", hdr[c]);
+        t->prio[c] = prio[c];
+    }
+    for (size_t k = 0; k < sl->n; k++) {
+        const struct tt_rslice *x = &sl->s[k];
+        int r = table_row(t);
+        slice_label(t->cell[r][0], TCELL, x->start_ns, sl->width_ns, multiday);
+        fmt_count(t->cell[r][1], TCELL, x->records);
+        fmt_count(t->cell[r][2], TCELL, x->errors);
+        fmt_num(t->cell[r][3], TCELL, tt_rslice_req_tput(x), 2);
+        fmt_num(t->cell[r][4], TCELL, tt_rslice_out_tput(x), 1);
+        fmt_num(t->cell[r][5], TCELL, tt_rslice_goodput(x, sl->have_good), 2);
+        double gf = tt_rslice_good_frac(x, sl->have_good);
+        if (isfinite(gf))
+            fmt_num(t->cell[r][6], TCELL, 100.0 * gf, 1);
+        else
+            snprintf(t->cell[r][6], TCELL, "-");
+        slice_pct(t->cell[r][7], TCELL, &x->m[TT_M_TTFT], 4);
+        slice_pct(t->cell[r][8], TCELL, &x->m[TT_M_TTFT], 8);
+        slice_pct(t->cell[r][9], TCELL, &x->m[TT_M_ITL], 4);
+        slice_pct(t->cell[r][10], TCELL, &x->m[TT_M_ITL], 8);
+        slice_pct(t->cell[r][11], TCELL, &x->m[TT_M_REQUEST_LATENCY], 8);
+    }
+    table_print(out, t);
+    table_free(t);
+    fprintf(out, "Slices: %zu of %s starting on multiples of %s since 1970-01-01T00:00:00Z; "
+                 "a request counts in the slice of its start; rates per second of the slice "
+                 "the records' span covers; Good %% = good / all requests (errors included)%s.\n",
+            sl->n, arg, arg, sl->have_good ? "" : "; no SLO verdicts: pass --goodput");
+    if (sl->unplaced)
+        fprintf(out, "Slices: %llu records without request_start_ns left out\n",
+                (unsigned long long)sl->unplaced);
+}
+
+/* the derived figures of one slice: (tag, header, unit, value) */
+struct slice_scalar {
+    const char *tag, *header, *unit;
+    double      v;
+    int         integer;
+};
+
+static int slice_scalars(const struct tt_rslice *x, int have_good, struct slice_scalar *o)
+{
+    int n = 0;
+    o[n++] = (struct slice_scalar){ "request_throughput", "Request Throughput", "requests/sec",
+                                    tt_rslice_req_tput(x), 0 };
+    o[n++] = (struct slice_scalar){ "output_token_throughput", "Output Token Throughput",
+                                    "tokens/sec", tt_rslice_out_tput(x), 0 };
+    o[n++] = (struct slice_scalar){ "request_count", "Request Count", "requests",
+                                    (double)x->valid, 1 };
+    o[n++] = (struct slice_scalar){ "error_request_count", "Error Request Count", "requests",
+                                    (double)x->errors, 1 };
+    o[n++] = (struct slice_scalar){ "benchmark_duration", "Benchmark Duration", "sec",
+                                    x->covered_s, 0 };
+    if (have_good) {
+        o[n++] = (struct slice_scalar){ "goodput", "Goodput", "requests/sec",
+                                        tt_rslice_goodput(x, 1), 0 };
+        o[n++] = (struct slice_scalar){ "good_request_count", "Good Request Count", "requests",
+                                        (double)x->good, 1 };
+        o[n++] = (struct slice_scalar){ "good_request_fraction", "GoodRequestFraction", "ratio",
+                                        tt_rslice_good_frac(x, 1), 0 };
+    }
+    return n;
+}
+
+/*
+ * AIPerf's timeslice exports (docs/tutorials/timeslices.md): JSON
+ * {"timeslices":[{"timeslice_index":i, <tag>:{unit, stats}}]} and the
+ * tidy CSV Timeslice,Metric,Unit,Stat,Value.  Slice times and widths,
+ * which AIPerf's files do not carry, are under "tokentap_report".
+ */
+static int export_timeslices(const char *dir, const struct tt_rslices *sl, const char *arg,
+                             char *err, size_t errlen)
+{
+    char path[4096], tb[64], v[64];
+    struct slice_scalar sc[8];
+    cJSON *root = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(root, "timeslices");
+    cJSON *tk = cJSON_AddObjectToObject(root, "tokentap_report");
+    cJSON_AddStringToObject(tk, "slice_duration", arg);
+    cJSON_AddNumberToObject(tk, "slice_duration_s", (double)sl->width_ns / 1e9);
+    cJSON_AddStringToObject(tk, "slice_alignment", "multiples of the duration since the unix epoch (UTC)");
+    cJSON_AddStringToObject(tk, "membership", "request_start_ns");
+    cJSON *meta = cJSON_AddArrayToObject(tk, "slices");
+
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&buf, &blen);
+    if (f == NULL) {
+        cJSON_Delete(root);
+        snprintf(err, errlen, "export: out of memory");
+        return -1;
+    }
+    fprintf(f, "Timeslice,Metric,Unit,Stat,Value\r\n");
+    for (size_t k = 0; k < sl->n; k++) {
+        const struct tt_rslice *x = &sl->s[k];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "timeslice_index", (double)k);
+        for (int i = 0; i < NMETRIC; i++) {
+            int m = order[i];
+            if (m == ICL || x->m[m].count == 0)
+                continue;
+            const struct tt_rsummary *ms = &x->m[m];
+            cJSON_AddItemToObject(o, tag_of(m), metric_block(ms, unit_of(m)));
+            double st[4] = { ms->avg, ms->min, ms->max, ms->sum };
+            static const char *const sn[4] = { "avg", "min", "max", "sum" };
+            for (int j = 0; j < 4; j++) {
+                csv_num(v, sizeof(v), st[j], 0);
+                fprintf(f, "%zu,%s,%s,%s,%s\r\n", k, header_of[m], unit_of(m), sn[j], v);
+            }
+            for (int j = 0; j < TT_RPT_NPCT; j++) {
+                csv_num(v, sizeof(v), ms->pct[j], 0);
+                fprintf(f, "%zu,%s,%s,%s,%s\r\n", k, header_of[m], unit_of(m), pct_names[j], v);
+            }
+            csv_num(v, sizeof(v), ms->std, 0);
+            fprintf(f, "%zu,%s,%s,std,%s\r\n", k, header_of[m], unit_of(m), v);
+        }
+        int ns = slice_scalars(x, sl->have_good, sc);
+        for (int j = 0; j < ns; j++) {
+            cJSON_AddItemToObject(o, sc[j].tag, scalar_block(sc[j].v, sc[j].unit));
+            csv_num(v, sizeof(v), sc[j].v, sc[j].integer);
+            fprintf(f, "%zu,%s,%s,avg,%s\r\n", k, sc[j].header, sc[j].unit, v);
+        }
+        cJSON_AddItemToArray(arr, o);
+        cJSON *mo = cJSON_CreateObject();
+        cJSON_AddNumberToObject(mo, "timeslice_index", (double)k);
+        iso_time(tb, sizeof(tb), x->start_ns);
+        cJSON_AddStringToObject(mo, "start_time", tb);
+        iso_time(tb, sizeof(tb), x->end_ns);
+        cJSON_AddStringToObject(mo, "end_time", tb);
+        cJSON_AddNumberToObject(mo, "covered_s", x->covered_s);
+        cJSON_AddNumberToObject(mo, "records", (double)x->records);
+        cJSON_AddItemToArray(meta, mo);
+    }
+    int rc = 0;
+    if (fclose(f) != 0 || buf == NULL) {
+        snprintf(err, errlen, "export: out of memory");
+        rc = -1;
+    }
+    if (rc == 0) {
+        snprintf(path, sizeof(path), "%s/profile_export_aiperf_timeslices.csv", dir);
+        rc = write_file(path, buf, blen, err, errlen);
+    }
+    free(buf);
+    char *json = rc == 0 ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    if (rc == 0 && json == NULL) {
+        snprintf(err, errlen, "export: out of memory");
+        rc = -1;
+    }
+    if (rc == 0) {
+        size_t jl = strlen(json);
+        json[jl] = '\n';
+        snprintf(path, sizeof(path), "%s/profile_export_aiperf_timeslices.json", dir);
+        rc = write_file(path, json, jl + 1, err, errlen);
+    }
+    free(json);
+    return rc;
+}
+
 /* ---- mooncake trace ---- */
 
 static int cmp_start(const void *x, const void *y)
@@ -1290,6 +1983,67 @@ static int write_trace(const char *path, const struct tt_rset *s, uint64_t *writ
 }
 
 /* ---- main ---- */
+
+/* the command line, for run_info.cli_command (arguments with spaces quoted) */
+static void cli_line(char *buf, size_t len, int argc, char **argv)
+{
+    size_t o = (size_t)snprintf(buf, len, "tokentap");
+    for (int i = 0; i < argc && o < len; i++) {
+        const char *q = strpbrk(argv[i], " \t\"'") ? "'" : "";
+        o += (size_t)snprintf(buf + o, len - o, " %s%s%s", q, argv[i], q);
+    }
+}
+
+/* close the capture <out> and write it to standard output by format */
+static int emit(FILE *out, char **cap, size_t *caplen)
+{
+    int rc = 0;
+    if (fclose(out) != 0 || *cap == NULL)
+        rc = -1;
+    switch (outx.fmt) {
+    case F_TABLE:
+        fold_out(stdout, *cap ? *cap : "", *caplen, outx.width);
+        break;
+    case F_MARKDOWN:
+        fwrite(*cap ? *cap : "", 1, *caplen, stdout);
+        break;
+    case F_CSV:
+        fwrite(*cap ? *cap : "", 1, *caplen, stderr);
+        break;
+    case F_JSON: {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "schema", "tokentap.report/1");
+        cJSON_AddItemToObject(root, "tables", outx.tables ? outx.tables : cJSON_CreateArray());
+        outx.tables = NULL;
+        cJSON *notes = cJSON_AddArrayToObject(root, "notes");
+        for (char *p = *cap, *e = *cap ? *cap + *caplen : NULL; p && p < e;) {
+            char *nl = memchr(p, '\n', (size_t)(e - p));
+            size_t l = nl ? (size_t)(nl - p) : (size_t)(e - p);
+            if (l) {
+                char *line = strndup(p, l);
+                if (line)
+                    cJSON_AddItemToArray(notes, cJSON_CreateString(line));
+                free(line);
+            }
+            p += l + 1;
+        }
+        char *j = cJSON_Print(root);
+        cJSON_Delete(root);
+        if (j == NULL)
+            rc = -1;
+        else
+            printf("%s\n", j);
+        free(j);
+        break;
+    }
+    }
+    free(*cap);
+    *cap = NULL;
+    fflush(stdout);
+    if (ferror(stdout))
+        rc = -1;
+    return rc;
+}
 
 static void join(char *buf, size_t len, const char **v, int n)
 {
@@ -1380,7 +2134,29 @@ int tt_report_main(int argc, char **argv)
         compute_scalars(b, &cb);
     }
 
-    FILE *out = stdout;
+    /* the console report goes to a buffer first: folded, or sorted out by format */
+    char *cap = NULL, cli[4096];
+    size_t caplen = 0;
+    outx.fmt = (enum rfmt)o.fmt;
+    outx.width = term_width();
+    if (outx.width < 40)
+        outx.width = 40;
+    cli_line(cli, sizeof(cli), argc, argv);
+    FILE *out = open_memstream(&cap, &caplen);
+    if (out == NULL) {
+        fprintf(stderr, "tokentap report: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+    struct tt_rslices sl = { 0 };
+    if (o.slice_ns > 0
+        && tt_rslices_build(a, o.slice_ns, 0, &sl, err, sizeof(err)) < 0) {
+        fprintf(stderr, "tokentap report: --slice-duration: %s\n", err);
+        fclose(out);
+        free(cap);
+        rc = 2;
+        goto out;
+    }
     print_header(out, a, fa);
     if (b)
         print_header(out, b, fb);
@@ -1422,16 +2198,27 @@ int tt_report_main(int argc, char **argv)
         fprintf(out, "B: ");
         print_sources(out, b);
     }
+    if (o.slice_ns > 0)
+        print_slices(out, &sl, o.slice_arg, b ? "A" : NULL);
     print_footnotes(out, ma, mb);
 
     rc = 0;
     if (o.export_dir) {
-        if (export_aiperf(o.export_dir, a, ma, &ca, fa, o.goodput, err, sizeof(err)) < 0) {
+        if (export_aiperf(o.export_dir, a, ma, &ca, fa, o.goodput, cli, err, sizeof(err)) < 0) {
             fprintf(stderr, "tokentap report: --export: %s\n", err);
             rc = 1;
         } else {
             fprintf(out, "Exported %s/profile_export_aiperf.json and %s/profile_export_aiperf.csv%s\n",
                     o.export_dir, o.export_dir, b ? " (set A)" : "");
+            if (o.slice_ns > 0) {
+                if (export_timeslices(o.export_dir, &sl, o.slice_arg, err, sizeof(err)) < 0) {
+                    fprintf(stderr, "tokentap report: --export: %s\n", err);
+                    rc = 1;
+                } else {
+                    fprintf(out, "Exported %s/profile_export_aiperf_timeslices.json and .csv (%zu slices)\n",
+                            o.export_dir, sl.n);
+                }
+            }
         }
     }
     if (o.trace) {
@@ -1451,7 +2238,7 @@ int tt_report_main(int argc, char **argv)
         }
     }
     if (o.plot) {
-        if (tt_report_plot(o.plot, a, b, judge.have_spec ? &judge.slo : NULL,
+        if (tt_report_plot(o.plot, a, b, judge.have_spec ? &judge.slo : NULL, o.slice_ns,
                            b ? "tokentap report: A vs B" : "tokentap report",
                            err, sizeof(err)) < 0) {
             fprintf(stderr, "tokentap report: --plot: %s\n", err);
@@ -1460,8 +2247,8 @@ int tt_report_main(int argc, char **argv)
             fprintf(out, "Plots written to %s\n", o.plot);
         }
     }
-    fflush(out);
-    if (ferror(out))
+    tt_rslices_free(&sl);
+    if (emit(out, &cap, &caplen) < 0)
         rc = 1;
 out:
     if (a)

@@ -15,7 +15,10 @@
  */
 #include "metrics/report_plot.h"
 
+#include "metrics/report_slice.h"
+
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -299,10 +302,18 @@ static void scatter_panel(FILE *f, struct panel *p, struct tt_rset **sets, int n
     fprintf(f, "</g>\n");
 }
 
-static void attain_panel(FILE *f, struct panel *p, struct tt_rset **sets, int nsets)
+/*
+ * Attainment over time: the slices of metrics/report_slice.c, the same
+ * the report's over-time table prints: --slice-duration when given
+ * (clock-aligned), else about 25 requests per slice (5 to TIME_BINS)
+ * from the first request.
+ */
+static void attain_panel(FILE *f, struct panel *p, struct tt_rset **sets, int nsets,
+                         int64_t slice_ns)
 {
     double span = 0;
     int judged = 0;
+    int64_t t0 = INT64_MAX;
 
     for (int k = 0; k < nsets; k++) {
         double d = tt_rset_duration_s(sets[k]);
@@ -310,71 +321,76 @@ static void attain_panel(FILE *f, struct panel *p, struct tt_rset **sets, int ns
             span = d;
         if (sets[k]->judged > 0)
             judged = 1;
+        if (sets[k]->first_start_ns < t0)
+            t0 = sets[k]->first_start_ns;
     }
     p->x0 = 0;
     p->x1 = span > 0 ? span : 1;
     p->y0 = 0;
     p->y1 = 1.05;
-    axes(f, p, "SLO attainment over time (bars: requests per bin)",
+    axes(f, p, "SLO attainment over time (bars: requests per slice)",
          "seconds since the first request", "good / all requests");
     if (!judged) {
         note(f, p, 0, "no SLO verdicts: pass --goodput%.0s", 0);
         fprintf(f, "</g>\n");
         return;
     }
-    /* about 25 requests per bin, 5 to TIME_BINS bins */
-    uint64_t most = 0;
-    for (int k = 0; k < nsets; k++)
-        if (sets[k]->nrows > most)
-            most = sets[k]->nrows;
-    int nb = (int)(most / 25);
-    nb = nb < 5 ? 5 : nb > TIME_BINS ? TIME_BINS : nb;
-    double bw = p->x1 / nb;
+    int64_t width = slice_ns, origin = 0;
+    if (width <= 0) {
+        uint64_t most = 0;
+        for (int k = 0; k < nsets; k++)
+            if (sets[k]->nrows > most)
+                most = sets[k]->nrows;
+        int nb = (int)(most / 25);
+        nb = nb < 5 ? 5 : nb > TIME_BINS ? TIME_BINS : nb;
+        width = (int64_t)ceil(p->x1 * 1e9 / nb);
+        width = width > 0 ? width : 1;
+        origin = t0;
+    }
     for (int k = 0; k < nsets; k++) {
-        uint64_t tot[TIME_BINS] = { 0 }, good[TIME_BINS] = { 0 }, mxc = 0;
-        const struct tt_rset *s = sets[k];
-        for (size_t i = 0; i < s->nrows; i++) {
-            const struct tt_rrow *r = &s->rows[i];
-            if (r->start_ns == 0)
-                continue;
-            int b = (int)((double)(r->start_ns - s->first_start_ns) / 1e9 / bw);
-            if (b < 0)
-                b = 0;
-            if (b >= nb)
-                b = nb - 1;
-            tot[b]++;
-            if (r->flags & TT_RROW_GOOD)
-                good[b]++;
+        struct tt_rslices sl;
+        char err[256];
+        uint64_t mxc = 0;
+        if (tt_rslices_build(sets[k], width, origin, &sl, err, sizeof(err)) < 0) {
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"note\">", p->x + 8,
+                    p->y + 34 + 16 * k);
+            esc(f, err);
+            fprintf(f, "</text>\n");
+            continue;
         }
-        for (int b = 0; b < nb; b++)
-            if (tot[b] > mxc)
-                mxc = tot[b];
+        for (size_t b = 0; b < sl.n; b++)
+            if (sl.s[b].records > mxc)
+                mxc = sl.s[b].records;
         /* request counts as faint bars in the lower third */
-        for (int b = 0; b < nb && mxc; b++) {
-            double hgt = (double)tot[b] / (double)mxc * PH * 0.3;
-            double x = px(p, b * bw) + (k ? (double)PW / nb / 2 : 0);
+        for (size_t b = 0; b < sl.n && mxc; b++) {
+            double xs = (double)(sl.s[b].start_ns - t0) / 1e9;
+            double xe = (double)(sl.s[b].end_ns - t0) / 1e9;
+            xs = xs < 0 ? 0 : xs;
+            xe = xe > p->x1 ? p->x1 : xe;
+            double hgt = (double)sl.s[b].records / (double)mxc * PH * 0.3;
+            double bw = (px(p, xe) - px(p, xs)) / nsets;
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"0.18\"/>",
-                    x, p->y + PH - hgt, (double)PW / nb / nsets, hgt, color[k]);
+                    px(p, xs) + k * bw, p->y + PH - hgt, bw > 0.2 ? bw : 0.2, hgt, color[k]);
         }
         fprintf(f, "\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", color[k]);
-        for (int b = 0; b < nb; b++)
-            if (tot[b])
-                fprintf(f, "%.1f,%.1f ", px(p, (b + 0.5) * bw),
-                        py(p, (double)good[b] / (double)tot[b]));
+        for (size_t b = 0; b < sl.n; b++)
+            if (sl.s[b].records) {
+                double xm = ((double)(sl.s[b].start_ns - t0) / 1e9 + (double)width / 2e9);
+                xm = xm < 0 ? 0 : xm > p->x1 ? p->x1 : xm;
+                fprintf(f, "%.1f,%.1f ", px(p, xm),
+                        py(p, (double)sl.s[b].good / (double)sl.s[b].records));
+            }
         fprintf(f, "\"/>\n");
-        for (int b = 0; b < nb; b++)
-            if (tot[b])
-                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>",
-                        px(p, (b + 0.5) * bw), py(p, (double)good[b] / (double)tot[b]), color[k]);
-        fputc('\n', f);
+        tt_rslices_free(&sl);
     }
-    note(f, p, 0, "bin width %.3g s; errors and requests without a verdict count as not good", bw);
+    note(f, p, 0, "slice width %.6g s; errors and requests without a verdict count as not good",
+         (double)width / 1e9);
     legend(f, p, nsets, 1);
     fprintf(f, "</g>\n");
 }
 
 static void write_svg(FILE *f, struct tt_rset **sets, int nsets, const struct tt_slo *slo,
-                      const char *title)
+                      int64_t slice_ns, const char *title)
 {
     struct panel p[6];
     static const double colx[2] = { 80, 655 };
@@ -422,13 +438,13 @@ static void write_svg(FILE *f, struct tt_rset **sets, int nsets, const struct tt
     cdf_panel(f, &p[2], sets, nsets, TT_M_ITL, slo, "CDF: inter token latency");
     cdf_panel(f, &p[3], sets, nsets, TT_M_REQUEST_LATENCY, slo, "CDF: request latency");
     scatter_panel(f, &p[4], sets, nsets);
-    attain_panel(f, &p[5], sets, nsets);
+    attain_panel(f, &p[5], sets, nsets, slice_ns);
     fprintf(f, "</svg>\n");
 }
 
 int tt_report_plot(const char *path, struct tt_rset *a, struct tt_rset *b,
-                   const struct tt_slo *slo, const char *title, char *err,
-                   size_t errlen)
+                   const struct tt_slo *slo, int64_t slice_ns, const char *title,
+                   char *err, size_t errlen)
 {
     struct tt_rset *sets[2] = { a, b };
     size_t pl = strlen(path);
@@ -447,7 +463,7 @@ int tt_report_plot(const char *path, struct tt_rset *a, struct tt_rset *b,
         esc(f, title);
         fprintf(f, "</title><style>body{margin:0;background:#fafafa}</style></head><body>\n");
     }
-    write_svg(f, sets, b ? 2 : 1, slo, title);
+    write_svg(f, sets, b ? 2 : 1, slo, slice_ns, title);
     if (!svg)
         fprintf(f, "</body></html>\n");
     if (ferror(f) | (fclose(f) != 0)) {

@@ -10,6 +10,7 @@
 #define TT_REPORT_PLOT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "metrics/report_set.h"
 #include "metrics/slo.h"
@@ -17,10 +18,11 @@
 /*
  * Write the plots of <a> (and <b> overlaid when not NULL) to <path>
  * (".svg": bare SVG, anything else: HTML).  <slo> (may be NULL) gives the
- * SLO lines.  Returns 0, or -1 with <err> set.
+ * SLO lines; <slice_ns> > 0 the attainment panel's slices (--slice-duration,
+ * the same as the report's over-time table), 0 automatic.  Returns 0, or -1 with <err> set.
  */
 int tt_report_plot(const char *path, struct tt_rset *a, struct tt_rset *b,
-                   const struct tt_slo *slo, const char *title, char *err,
-                   size_t errlen);
+                   const struct tt_slo *slo, int64_t slice_ns, const char *title,
+                   char *err, size_t errlen);
 
 #endif

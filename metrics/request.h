@@ -70,6 +70,8 @@ struct tt_stream_stats {
     char     model[128];        /* model named by the response, if any */
 };
 
+struct tt_pair;
+
 struct tt_request {
     uint64_t t0;                /* monotonic ns: first byte of the request */
     int64_t  start_wall_ns;     /* unix ns at t0 */
@@ -93,7 +95,12 @@ struct tt_request {
     unsigned upstream_reused:1;
     unsigned cancelled:1;       /* client went away before the end */
     unsigned upgraded:1;        /* Upgrade tunnel */
-    const char *upstream_name;  /* "primary"; borrowed, static */
+    const char *upstream_name;  /* "primary" or a shadow's name; borrowed */
+    unsigned    target_idx;     /* 0 primary, 1.. shadows (proxy/target.h) */
+    unsigned    shadow:1;       /* role "shadow": a mirrored copy */
+    unsigned    has_digest:1;   /* <digest> is the answer text's (compare_output) */
+    uint64_t    digest;         /* FNV-1a 64 of the answer text */
+    struct tt_pair *pair;       /* the mirrored request's legs; shared, NULL when none */
     const char *inspect_skipped;/* body not read: "budget", "too_large",
                                    "not_json"...; static, NULL = read */
 

@@ -18,6 +18,7 @@
  *   duration  an integer with a unit, always: ms, s or m (10s, 500ms, 5m)
  *   enum      one of the listed names
  */
+#include <ctype.h>
 #include <errno.h>
 #include <ini.h>
 #include <limits.h>
@@ -27,6 +28,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "metrics/request.h"
+#include "metrics/semconv.h"
 #include "metrics/slo.h"
 #include "proxy/config.h"
 #include "proxy/stream.h"
@@ -60,7 +63,7 @@ static const char *const sect_help[S__COUNT] = {
     "limits and timeouts",
 };
 
-enum otype { T_STR, T_BOOL, T_UINT, T_SIZE, T_DUR, T_ENUM };
+enum otype { T_STR, T_BOOL, T_UINT, T_SIZE, T_DUR, T_ENUM, T_FRAC };
 
 typedef int (*check_fn)(const char *v, char *err, size_t errlen);
 
@@ -68,7 +71,8 @@ struct opt {
     const char *key;            /* file key; the flag is "--" + key, '_' -> '-' */
     unsigned char sect;         /* enum sect */
     unsigned char type;         /* enum otype */
-    size_t off;                 /* offset in struct tt_config */
+    size_t off;                 /* offset in struct tt_config (shadow_opts[]:
+                                 * in struct tt_shadow_cfg) */
     size_t size;                /* sizeof the field (string: buffer size) */
     const char *def;            /* default, in the same syntax as the file */
     const char *meta;           /* metavariable in --help */
@@ -80,11 +84,16 @@ struct opt {
 
 static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
 static const char *const think_names[] = { "auto", "on", "off", NULL };
+static const char *const cancel_names[] = { "cancel", "finish", NULL };
 
 static int check_listen(const char *v, char *err, size_t errlen);
 static int check_admin(const char *v, char *err, size_t errlen);
 static int check_upstream(const char *v, char *err, size_t errlen);
 static int check_goodput(const char *v, char *err, size_t errlen);
+static int check_paths(const char *v, char *err, size_t errlen);
+static int check_header_name(const char *v, char *err, size_t errlen);
+static int opt_set(void *base, const struct opt *o, const char *v,
+                   char *err, size_t errlen);
 
 #define F(field) offsetof(struct tt_config, field), \
                  sizeof(((struct tt_config *)0)->field)
@@ -149,12 +158,18 @@ static const struct opt opts[] = {
     { "model_label_cap", S_ADMIN, T_UINT, F(model_label_cap), "32", "N",
       1, 10000, NULL, NULL,
       "distinct model labels, then __other__" },
+    { "metrics_semconv", S_ADMIN, T_ENUM, F(metrics_semconv), "tokentap", "SET", 0, 0,
+      tt_semconv_names, NULL,
+      "/metrics families: tokentap (tokentap_*), both, otel (OpenTelemetry gen_ai_*)" },
     /* [record] */
     { "record", S_RECORD, T_STR, F(record), "", "FILE", 0, 0, NULL, NULL,
       "JSONL records file, - = stdout, empty = off" },
     { "record_queue", S_RECORD, T_UINT, F(record_queue), "4096", "N",
       1, 1048576, NULL, NULL,
       "records queued before drops (counted)" },
+    { "compare_output", S_RECORD, T_BOOL, F(compare_output), "false", NULL,
+      0, 0, NULL, NULL,
+      "64-bit digest of the answer text in records (shadow exact-match)" },
     /* [slo] */
     { "goodput", S_SLO, T_STR, F(goodput), "", "SPEC", 0, 0, NULL,
       check_goodput,
@@ -185,6 +200,12 @@ static const struct opt opts[] = {
     { "client_idle_timeout", S_LIMITS, T_DUR, F(client_idle_ms), "75s",
       "DURATION", 1, DAY, NULL, NULL,
       "idle client keep-alive connection" },
+    { "body_idle_timeout", S_LIMITS, T_DUR, F(body_idle_ms), "60s", "DURATION",
+      1, DAY, NULL, NULL,
+      "longest gap in a request body while the client owes bytes (408)" },
+    { "send_timeout", S_LIMITS, T_DUR, F(send_timeout_ms), "60s", "DURATION",
+      1, DAY, NULL, NULL,
+      "client not taking response bytes this long: cut (499), upstream closed" },
     { "max_connections", S_LIMITS, T_UINT, F(max_connections), "20000", "N",
       1, 1000000, NULL, NULL, "concurrent client connections per worker (503 beyond)" },
     { "inspect_max_bytes", S_LIMITS, T_SIZE, F(inspect_max_bytes), "1m", "SIZE",
@@ -196,6 +217,51 @@ static const struct opt opts[] = {
 };
 
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+
+/*
+ * The keys of a [shadow.NAME] section (offsets in struct tt_shadow_cfg);
+ * --shadow NAME=URL sets url, --shadow-set NAME.KEY=VALUE any key.
+ * set_header and remove_header may repeat (handled in load_shadow_key()).
+ */
+#define SF(field) offsetof(struct tt_shadow_cfg, field), \
+                  sizeof(((struct tt_shadow_cfg *)0)->field)
+static const struct opt shadow_opts[] = {
+    { "url", 0, T_STR, SF(url), "", "URL", 0, 0, NULL, check_upstream,
+      "candidate server, http[s]://HOST[:PORT][/BASE] (required)" },
+    { "sample", 0, T_FRAC, SF(sample), "1", "FRACTION", 0, 0, NULL, NULL,
+      "fraction of eligible requests mirrored, 0..1" },
+    { "sample_key", 0, T_STR, SF(sample_key), "", "HEADER", 0, 0, NULL,
+      check_header_name,
+      "request header hashed for the decision (same value, same decision)" },
+    { "max_inflight", 0, T_UINT, SF(max_inflight), "64", "N", 1, 100000,
+      NULL, NULL, "mirrored requests in flight at once, then dropped" },
+    { "paths", 0, T_STR, SF(paths), "llm", "APIS", 0, 0, NULL, check_paths,
+      "APIs mirrored: llm (every decoded API) or a list, e.g. openai.chat" },
+    { "ca", 0, T_STR, SF(ca), "", "FILE", 0, 0, NULL, NULL,
+      "CA bundle (PEM) to verify it (else system CAs)" },
+    { "cert", 0, T_STR, SF(cert), "", "FILE", 0, 0, NULL, NULL,
+      "client certificate (PEM) shown to it" },
+    { "key", 0, T_STR, SF(key), "", "FILE", 0, 0, NULL, NULL,
+      "private key (PEM) of cert" },
+    { "insecure", 0, T_BOOL, SF(insecure), "false", NULL, 0, 0, NULL, NULL,
+      "skip its certificate checks (testing)" },
+    { "connect_timeout", 0, T_DUR, SF(connect_timeout_ms), "5s", "DURATION",
+      1, DAY, NULL, NULL, "connect and TLS handshake" },
+    { "response_timeout", 0, T_DUR, SF(response_timeout_ms), "600s",
+      "DURATION", 1, DAY, NULL, NULL, "time to response headers" },
+    { "idle_timeout", 0, T_DUR, SF(idle_timeout_ms), "300s", "DURATION",
+      1, DAY, NULL, NULL, "longest gap between its bytes" },
+    { "on_client_cancel", 0, T_ENUM, SF(on_client_cancel), "cancel", "MODE",
+      0, 0, cancel_names, NULL,
+      "client gone mid-response: cancel the shadow too, or finish it" },
+    { "buffer_bytes", 0, T_SIZE, SF(buffer_bytes), "1m", "SIZE",
+      4 * KIB, 1 * GIB, NULL, NULL,
+      "request bytes held for it before the copy is dropped" },
+    { "pool", 0, T_UINT, SF(pool), "16", "N", 0, 65536, NULL, NULL,
+      "idle keep-alive connections kept" },
+};
+#define N_SHADOW_OPTS (sizeof(shadow_opts) / sizeof(shadow_opts[0]))
+#define SHADOW_PREFIX "shadow."
 
 #define SLO_MODEL_PREFIX "slo."
 
@@ -238,6 +304,152 @@ static int check_goodput(const char *v, char *err, size_t errlen)
         return 0;
     snprintf(err, errlen, "%s",
              strncmp(tmp, "goodput: ", 9) == 0 ? tmp + 9 : tmp);
+    return -1;
+}
+
+/* "llm", or a comma/space separated list of decoded API names */
+static int check_paths(const char *v, char *err, size_t errlen)
+{
+    const char *p = v;
+
+    if (strcmp(v, "llm") == 0)
+        return 0;
+    while (*p) {
+        size_t n;
+        int api, found = 0;
+        while (*p == ',' || *p == ' ')
+            p++;
+        n = strcspn(p, ", ");
+        if (n == 0)
+            break;
+        for (api = 1; api < TT_API__COUNT; api++)
+            if (strlen(tt_api_name((enum tt_api)api)) == n &&
+                strncmp(tt_api_name((enum tt_api)api), p, n) == 0)
+                found = 1;
+        if (!found) {
+            snprintf(err, errlen, "'%.*s' is not a decoded API (llm, or a list "
+                     "of: openai.chat, openai.completions, openai.responses, "
+                     "anthropic.messages, gemini, ollama, tgi ...)",
+                     (int)(n > 64 ? 64 : n), p);
+            return -1;
+        }
+        p += n;
+    }
+    return 0;
+}
+
+/* an HTTP token (RFC 9110 5.6.2) */
+static int check_header_name(const char *v, char *err, size_t errlen)
+{
+    for (const char *p = v; *p; p++)
+        if (!(isalnum((unsigned char)*p) || strchr("!#$%&'*+-.^_`|~", *p))) {
+            snprintf(err, errlen, "'%.100s' is not a header name", v);
+            return -1;
+        }
+    return 0;
+}
+
+/* shadow names become label values and record fields: keep them plain */
+static int check_shadow_name(const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+
+    if (n == 0 || n >= TT_SHADOW_NAME_LEN) {
+        snprintf(err, errlen, "shadow name must be 1..%d characters",
+                 TT_SHADOW_NAME_LEN - 1);
+        return -1;
+    }
+    for (const char *p = v; *p; p++)
+        if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '-' || *p == '.')) {
+            snprintf(err, errlen, "shadow name '%.40s': only letters, digits, "
+                     "'_', '-' and '.'", v);
+            return -1;
+        }
+    if (strcmp(v, "primary") == 0) {
+        snprintf(err, errlen, "shadow name 'primary' is the primary upstream's");
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The shadow named <name> (<len> bytes), created with its defaults when
+ * new.  Returns it, or NULL with <err> set (bad name, too many).
+ */
+static struct tt_shadow_cfg *shadow_get(struct tt_config *c, const char *name,
+                                        size_t len, char *err, size_t errlen)
+{
+    char nm[TT_SHADOW_NAME_LEN + 8];
+    struct tt_shadow_cfg *sh;
+
+    if (len >= sizeof(nm))
+        len = sizeof(nm) - 1;
+    memcpy(nm, name, len);
+    nm[len] = '\0';
+    if (check_shadow_name(nm, err, errlen) < 0)
+        return NULL;
+    for (unsigned i = 0; i < c->n_shadows; i++)
+        if (strcmp(c->shadows[i].name, nm) == 0)
+            return &c->shadows[i];
+    if (c->n_shadows == TT_MAX_SHADOWS) {
+        snprintf(err, errlen, "too many shadows (max %d)", TT_MAX_SHADOWS);
+        return NULL;
+    }
+    sh = &c->shadows[c->n_shadows++];
+    memset(sh, 0, sizeof(*sh));
+    for (size_t i = 0; i < N_SHADOW_OPTS; i++)
+        if (opt_set(sh, &shadow_opts[i], shadow_opts[i].def, err, errlen) < 0)
+            abort();    /* a bad default in shadow_opts[]: caught by the unit tests */
+    memcpy(sh->name, nm, len + 1);
+    return sh;
+}
+
+/*
+ * Set key <key> of shadow <sh> to <v>.  set_header ("Name: value") and
+ * remove_header ("Name") add one edit per call.  Returns 0, or -1 with
+ * <err> set to the reason alone.
+ */
+static int shadow_set(struct tt_shadow_cfg *sh, const char *key, const char *v,
+                      char *err, size_t errlen)
+{
+    if (strcmp(key, "set_header") == 0 || strcmp(key, "remove_header") == 0) {
+        int set = key[0] == 's';
+        unsigned *n = set ? &sh->n_set : &sh->n_remove;
+        size_t cap = set ? sizeof(sh->set_header[0]) : sizeof(sh->remove_header[0]);
+        char name[64];
+        size_t nl = set ? strcspn(v, ":") : strlen(v);
+
+        if (*n == TT_SHADOW_EDITS) {
+            snprintf(err, errlen, "at most %d %s lines", TT_SHADOW_EDITS, key);
+            return -1;
+        }
+        if (strlen(v) >= cap || nl >= sizeof(name) || nl == 0 ||
+            (set && v[nl] != ':')) {
+            snprintf(err, errlen, set ? "expected 'Name: value' (max %zu bytes)"
+                                      : "expected a header name (max %zu bytes)",
+                     set ? cap - 1 : sizeof(name) - 1);
+            return -1;
+        }
+        memcpy(name, v, nl);
+        name[nl] = '\0';
+        if (check_header_name(name, err, errlen) < 0)
+            return -1;
+        if (set && (strchr(v, '\r') || strchr(v, '\n'))) {
+            snprintf(err, errlen, "header value must be one line");
+            return -1;
+        }
+        memcpy(set ? sh->set_header[*n] : sh->remove_header[*n], v, strlen(v) + 1);
+        (*n)++;
+        return 0;
+    }
+    for (size_t i = 0; i < N_SHADOW_OPTS; i++)
+        if (strcmp(shadow_opts[i].key, key) == 0)
+            return opt_set(sh, &shadow_opts[i], v, err, errlen);
+    snprintf(err, errlen, "unknown shadow key '%.60s' (known: url, sample, "
+             "sample_key, max_inflight, paths, ca, cert, key, insecure, "
+             "connect_timeout, response_timeout, idle_timeout, "
+             "on_client_cancel, buffer_bytes, pool, set_header, remove_header)",
+             key);
     return -1;
 }
 
@@ -359,10 +571,10 @@ static unsigned long long load_num(const void *field, size_t size)
  * with <err> set to the reason alone (the caller adds "FILE:LINE: key 'K': "
  * or "--flag: ").  <c> is left untouched on error.
  */
-static int opt_set(struct tt_config *c, const struct opt *o, const char *v,
+static int opt_set(void *base, const struct opt *o, const char *v,
                    char *err, size_t errlen)
 {
-    char *field = (char *)c + o->off;
+    char *field = (char *)base + o->off;
     char lo[32], hi[32];
     unsigned long long n;
     int b;
@@ -443,16 +655,28 @@ static int opt_set(struct tt_config *c, const struct opt *o, const char *v,
                 snprintf(err + off, errlen - off, ", got '%.200s'", v);
         }
         return -1;
+    case T_FRAC: {
+        char *end;
+        double d;
+        errno = 0;
+        d = strtod(v, &end);
+        if (end == v || *end != '\0' || errno != 0 || !(d >= 0.0 && d <= 1.0)) {
+            snprintf(err, errlen, "expected a fraction from 0 to 1, got '%.200s'", v);
+            return -1;
+        }
+        *(double *)field = d;
+        return 0;
+    }
     }
     snprintf(err, errlen, "internal error: bad option type");
     return -1;
 }
 
 /* the value of <o> in <c>, in file syntax */
-static void opt_format(const struct tt_config *c, const struct opt *o,
+static void opt_format(const void *base, const struct opt *o,
                        char *buf, size_t len)
 {
-    const char *field = (const char *)c + o->off;
+    const char *field = (const char *)base + o->off;
 
     switch (o->type) {
     case T_STR:
@@ -477,6 +701,9 @@ static void opt_format(const struct tt_config *c, const struct opt *o,
         snprintf(buf, len, "%s", i >= 0 && i < n ? o->names[i] : "?");
         break;
     }
+    case T_FRAC:
+        snprintf(buf, len, "%g", *(const double *)field);
+        break;
     default:
         snprintf(buf, len, "?");
     }
@@ -511,6 +738,8 @@ struct load_ctx {
     char reason[1200];      /* "key 'K': reason" for err_line */
     int seen[N_OPTS];       /* line where each key was set, 0 = not yet */
     int model_seen[TT_CONFIG_SLO_MODELS];
+    int shadow_line[TT_MAX_SHADOWS];    /* line of each [shadow.NAME] header */
+    int shadow_seen[TT_MAX_SHADOWS][N_SHADOW_OPTS];   /* line each key was set */
 };
 
 static void ctx_fail(struct load_ctx *x, const char *fmt, ...)
@@ -595,10 +824,28 @@ static char *load_reader(char *str, int num, void *stream)
                     return NULL;
                 }
                 x->sect_ok = 1;
+            } else if (strncmp(x->section, SHADOW_PREFIX,
+                               strlen(SHADOW_PREFIX)) == 0) {
+                const char *nm = x->section + strlen(SHADOW_PREFIX);
+                char why[256];
+                struct tt_shadow_cfg *sh;
+                for (unsigned i = 0; i < x->c->n_shadows; i++)
+                    if (strcmp(x->c->shadows[i].name, nm) == 0 && x->shadow_line[i]) {
+                        ctx_fail(x, "section [%.200s]: duplicate (first on line %d)",
+                                 x->section, x->shadow_line[i]);
+                        return NULL;
+                    }
+                sh = shadow_get(x->c, nm, strlen(nm), why, sizeof(why));
+                if (sh == NULL) {
+                    ctx_fail(x, "section [%.200s]: %s", x->section, why);
+                    return NULL;
+                }
+                x->shadow_line[sh - x->c->shadows] = x->line;
+                x->sect_ok = 1;
             } else {
                 ctx_fail(x, "section [%.200s]: unknown section (known: proxy, "
                          "upstream, tls, admin, record, slo, slo.MODEL, "
-                         "limits)", x->section);
+                         "shadow.NAME, limits)", x->section);
                 return NULL;
             }
         }
@@ -653,6 +900,33 @@ static int load_model_slo(struct load_ctx *x, const char *name,
     return 1;
 }
 
+/* a key of a [shadow.NAME] section */
+static int load_shadow_key(struct load_ctx *x, const char *name,
+                           const char *value)
+{
+    const char *nm = x->section + strlen(SHADOW_PREFIX);
+    char err[1024];
+    struct tt_shadow_cfg *sh = shadow_get(x->c, nm, strlen(nm), err, sizeof(err));
+
+    if (sh != NULL) {
+        int *seen = x->shadow_seen[sh - x->c->shadows];
+        for (size_t i = 0; i < N_SHADOW_OPTS; i++)
+            if (strcmp(shadow_opts[i].key, name) == 0) {
+                if (seen[i]) {
+                    ctx_fail(x, "key '%s': duplicate in [%.200s] (first set on line %d)",
+                             name, x->section, seen[i]);
+                    return 0;
+                }
+                seen[i] = x->line;
+            }
+    }
+    if (sh == NULL || shadow_set(sh, name, value, err, sizeof(err)) < 0) {
+        ctx_fail(x, "key '%.100s': %s", name, err);
+        return 0;
+    }
+    return 1;
+}
+
 /*
  * A value written in matching double or single quotes ("ttft:500 itl:50")
  * means the text inside them: people quote values with spaces, and the
@@ -692,6 +966,8 @@ static int load_handler(void *user, const char *section, const char *name,
     if (!x->sect_ok)
         return 0;
     si = section_index(x->section);
+    if (si < 0 && strncmp(x->section, SHADOW_PREFIX, strlen(SHADOW_PREFIX)) == 0)
+        return load_shadow_key(x, name, value);
     if (si < 0)
         return load_model_slo(x, name, value);
 
@@ -906,6 +1182,46 @@ int tt_config_args(struct tt_config *c, int argc, char **argv, char *err,
                 i++;            /* its value, checked in the first pass */
             continue;
         }
+        if (flag_is(name, nlen, "shadow") || flag_is(name, nlen, "shadow_set")) {
+            /* --shadow NAME=URL, --shadow-set NAME.KEY=VALUE */
+            int set = nlen > 6;
+            const char *fl = set ? "--shadow-set" : "--shadow";
+            const char *sep, *arg;
+            struct tt_shadow_cfg *sh;
+            if (eq)
+                arg = eq + 1;
+            else if (i + 1 < argc)
+                arg = argv[++i];
+            else {
+                snprintf(err, errlen, "%s: missing value (%s)", fl,
+                         set ? "NAME.KEY=VALUE" : "NAME=URL");
+                return -1;
+            }
+            sep = strchr(arg, set ? '.' : '=');
+            if (sep == NULL || (set && strchr(sep, '=') == NULL)) {
+                snprintf(err, errlen, "%s: expected %s, got '%.200s'", fl,
+                         set ? "NAME.KEY=VALUE" : "NAME=URL", arg);
+                return -1;
+            }
+            sh = shadow_get(c, arg, (size_t)(sep - arg), reason, sizeof(reason));
+            if (sh != NULL) {
+                if (set) {
+                    const char *veq = strchr(sep, '=');
+                    char key[64];
+                    size_t kl = (size_t)(veq - sep - 1);
+                    snprintf(key, sizeof(key), "%.*s", (int)(kl > 63 ? 63 : kl), sep + 1);
+                    if (shadow_set(sh, key, veq + 1, reason, sizeof(reason)) < 0)
+                        sh = NULL;
+                } else if (shadow_set(sh, "url", sep + 1, reason, sizeof(reason)) < 0) {
+                    sh = NULL;
+                }
+            }
+            if (sh == NULL) {
+                snprintf(err, errlen, "%s: %s", fl, reason);
+                return -1;
+            }
+            continue;
+        }
         for (size_t k = 0; k < N_OPTS; k++)
             if (flag_is(name, nlen, opts[k].key)) {
                 o = &opts[k];
@@ -987,6 +1303,29 @@ int tt_config_check(const struct tt_config *c, char *err, size_t errlen)
         snprintf(err, errlen, "--tls-client-ca: needs --tls-cert and --tls-key");
         return -1;
     }
+    for (unsigned i = 0; i < c->n_shadows; i++) {
+        const struct tt_shadow_cfg *sh = &c->shadows[i];
+        struct tt_url su;
+        if (sh->url[0] == '\0') {
+            snprintf(err, errlen, "shadow '%s': url required (--shadow %s=URL)",
+                     sh->name, sh->name);
+            return -1;
+        }
+        if (tt_url_parse(sh->url, &su, reason, sizeof(reason)) < 0) {
+            snprintf(err, errlen, "shadow '%s': url: %s", sh->name, reason);
+            return -1;
+        }
+        if (!su.tls && (sh->ca[0] || sh->cert[0] || sh->key[0] || sh->insecure)) {
+            snprintf(err, errlen, "shadow '%s': ca, cert, key and insecure need "
+                     "an https:// url", sh->name);
+            return -1;
+        }
+        if (!!sh->cert[0] != !!sh->key[0]) {
+            snprintf(err, errlen, "shadow '%s': cert and key go together",
+                     sh->name);
+            return -1;
+        }
+    }
     /* the same address twice would serve admin on the proxy port; port 0
      * (any free port) gives two different ports */
     if (strcmp(c->admin, "off") != 0 && strcmp(c->admin, c->listen) == 0 &&
@@ -1059,10 +1398,43 @@ void tt_config_usage(FILE *out)
             fprintf(out, "  %-31s per-model SLOs: [slo.MODEL] in the config "
                     "file\n", "");
     }
+    fputs("\n[shadow.NAME] candidate servers that get a copy of sampled requests\n"
+          "(docs/shadow.md):\n"
+          "  --shadow NAME=URL               mirror to NAME (repeatable)\n"
+          "  --shadow-set NAME.KEY=VALUE     any key below for NAME\n", out);
+    for (size_t i = 0; i < N_SHADOW_OPTS; i++) {
+        const struct opt *o = &shadow_opts[i];
+        char left[80];
+        snprintf(left, sizeof(left), "  %s%s%s", o->key, o->meta ? " " : "",
+                 o->meta ? o->meta : "");
+        fprintf(out, "  %-31s %s\n", left, o->help);
+        if (o->def[0] && o->type != T_BOOL)
+            fprintf(out, "  %-31s (default %s)\n", "", o->def);
+    }
+    fprintf(out, "  %-31s %s\n", "  set_header 'NAME: VALUE'",
+            "replace or add a request header (repeatable)");
+    fprintf(out, "  %-31s %s\n", "  remove_header NAME",
+            "drop a request header (repeatable)");
     fputs("\nGoodput SPEC: space-separated TAG:VALUE, values in ms (tokens/s for\n"
           "output_token_throughput_per_user, tokens for counts); aliases ttft,\n"
           "ttfo, itl, tpot, e2el.  A request is good when it is not an error and\n"
           "meets every constraint (<=, or >= for throughput).\n", out);
+}
+
+/* one [shadow.NAME] section, each line prefixed by <pfx> */
+static void print_shadow(const struct tt_shadow_cfg *sh, FILE *out,
+                         const char *pfx)
+{
+    fprintf(out, "\n%s[" SHADOW_PREFIX "%s]\n", pfx, sh->name);
+    for (size_t i = 0; i < N_SHADOW_OPTS; i++) {
+        char val[TT_PATH_MAX + 64];
+        opt_format(sh, &shadow_opts[i], val, sizeof(val));
+        fprintf(out, "%s%s =%s%s\n", pfx, shadow_opts[i].key, val[0] ? " " : "", val);
+    }
+    for (unsigned i = 0; i < sh->n_set; i++)
+        fprintf(out, "%sset_header = %s\n", pfx, sh->set_header[i]);
+    for (unsigned i = 0; i < sh->n_remove; i++)
+        fprintf(out, "%sremove_header = %s\n", pfx, sh->remove_header[i]);
 }
 
 /* print every section of <c>; with <comments>, the reference layout */
@@ -1101,6 +1473,8 @@ static int print_config(const struct tt_config *c, FILE *out, int comments)
         fprintf(out, "\n[" SLO_MODEL_PREFIX "%s]\ngoodput =%s%s\n",
                 c->model_slos[i].model, c->model_slos[i].goodput[0] ? " " : "",
                 c->model_slos[i].goodput);
+    for (unsigned i = 0; i < c->n_shadows; i++)
+        print_shadow(&c->shadows[i], out, "");
     return ferror(out) ? -1 : 0;
 }
 
@@ -1137,5 +1511,30 @@ int tt_config_reference(FILE *out)
           "#\n"
           "# [slo.meta-llama/Llama-3.1-8B-Instruct]\n"
           "# goodput = time_to_first_token:300 inter_token_latency:30\n", out);
+    fputs("\n# Shadow traffic (docs/shadow.md): each [shadow.NAME] section (at most 4)\n"
+          "# is a candidate server that gets a copy of sampled requests; its\n"
+          "# responses are decoded and timed like the primary's, recorded with\n"
+          "# upstream = NAME and role = shadow, and never reach the client.\n"
+          "# The request is forwarded with the client's headers, credentials\n"
+          "# included, unless set_header/remove_header replace them.  Keys:\n"
+          "#\n", out);
+    for (size_t i = 0; i < N_SHADOW_OPTS; i++)
+        fprintf(out, "#   %-17s %s\n", shadow_opts[i].key, shadow_opts[i].help);
+    fputs("#   set_header        'Name: value' sent instead of the client's (repeatable)\n"
+          "#   remove_header     a header not sent to it (repeatable)\n"
+          "#\n"
+          "# Every key with its default, for a shadow named candidate:\n", out);
+    {
+        struct tt_config tmp;
+        char err[256];
+        tt_config_defaults(&tmp);
+        if (shadow_get(&tmp, "candidate", 9, err, sizeof(err)) != NULL) {
+            snprintf(tmp.shadows[0].url, sizeof(tmp.shadows[0].url),
+                     "http://10.0.0.2:8000");
+            print_shadow(&tmp.shadows[0], out, "# ");
+        }
+        fputs("# set_header = Authorization: Bearer CANDIDATE-KEY\n"
+              "# remove_header = X-Api-Key\n", out);
+    }
     return ferror(out) ? -1 : 0;
 }

@@ -22,6 +22,36 @@ struct tt_config_model_slo {
 
 enum tt_log_level { TT_LOG_ERROR = 0, TT_LOG_WARN, TT_LOG_INFO, TT_LOG_DEBUG };
 
+#define TT_MAX_SHADOWS      4       /* [shadow.NAME] sections */
+#define TT_SHADOW_NAME_LEN  32
+#define TT_SHADOW_EDITS     8       /* set_header / remove_header lines each */
+
+enum tt_shadow_cancel { TT_SHADOW_CANCEL = 0, TT_SHADOW_FINISH };
+
+/* one [shadow.NAME] section (or --shadow NAME=URL): a candidate server that
+ * gets a copy of sampled requests; see docs/shadow.md */
+struct tt_shadow_cfg {
+    char     name[TT_SHADOW_NAME_LEN];  /* [A-Za-z0-9_.-], not "primary" */
+    char     url[TT_PATH_MAX];
+    double   sample;                /* fraction mirrored, 0..1: 1 */
+    char     sample_key[64];        /* header whose value decides; "" = random */
+    unsigned max_inflight;          /* mirrored requests at once: 64 */
+    char     paths[256];            /* "llm" or a list of API names */
+    char     ca[TT_PATH_MAX];
+    char     cert[TT_PATH_MAX];
+    char     key[TT_PATH_MAX];
+    int      insecure;
+    unsigned connect_timeout_ms;    /* 5000 */
+    unsigned response_timeout_ms;   /* 600000 */
+    unsigned idle_timeout_ms;       /* 300000 */
+    int      on_client_cancel;      /* enum tt_shadow_cancel */
+    size_t   buffer_bytes;          /* request bytes held for it: 1 MiB */
+    unsigned pool;                  /* idle keep-alive connections: 16 */
+    unsigned n_set, n_remove;
+    char     set_header[TT_SHADOW_EDITS][256];  /* "Name: value" */
+    char     remove_header[TT_SHADOW_EDITS][64];
+};
+
 struct tt_config {
     /* [proxy] */
     char     listen[256];           /* "127.0.0.1:8080" */
@@ -45,6 +75,7 @@ struct tt_config {
     /* [admin] */
     char     admin[256];            /* "127.0.0.1:9464" or "off" */
     unsigned model_label_cap;       /* 32 */
+    int      metrics_semconv;       /* enum tt_semconv_mode, "tokentap" */
     unsigned admin_max_connections; /* 64 */
     /* [record] */
     char     record[TT_PATH_MAX];   /* "" none, "-" stdout */
@@ -63,7 +94,13 @@ struct tt_config {
     unsigned response_timeout_ms;   /* 600000 */
     unsigned upstream_idle_ms;      /* 300000 */
     unsigned client_idle_ms;        /* 75000 */
+    unsigned body_idle_ms;          /* gap in a request body (408): 60000 */
+    unsigned send_timeout_ms;       /* client not taking the response (499): 60000 */
     unsigned max_connections;       /* 20000 */
+    /* [shadow.NAME] sections and --shadow, in the order first named */
+    unsigned n_shadows;
+    struct tt_shadow_cfg shadows[TT_MAX_SHADOWS];
+    int      compare_output;        /* [record] answer digests: 0 */
     size_t   inspect_max_bytes;     /* request body copy for the inspector: 1048576 */
     size_t   inspect_budget;        /* all inspector copies: 67108864 */
 };

@@ -1,38 +1,41 @@
 /*
  * Client connections (see conn.h for the picture).
  *
- * Each connection runs two state machines, one per direction, because a
- * response may start before its request body has finished:
+ * Each connection runs the request state machine here; the response side
+ * of each request runs in its legs (proxy/leg.c): the primary leg, whose
+ * response the client gets, and any shadow legs the request is mirrored
+ * to.  A response may start before its request body has finished.
  *
- *   request  (rq): IDLE -> HEAD -> WAIT_UP -> BODY -> DONE -> IDLE ...
- *                                          \-> TUNNEL (101 Switching Protocols)
- *   response (rs): NONE -> WAIT_HEAD -> BODY -> DONE -> NONE ...
+ *   request (rq): IDLE -> HEAD -> WAIT_UP -> BODY -> DONE -> IDLE ...
+ *                                         \-> TUNNEL (101 Switching Protocols)
  *
- * Bytes are never copied into our own buffers: head bytes are parsed and
- * drained (the head is rewritten), body bytes are parsed in place (llhttp
- * over evbuffer_peek() iovecs) and then moved with evbuffer_remove_buffer().
- * The de-chunked body that llhttp hands to on_body is the side read that
- * feeds the stream decoder and the request inspector.
+ * Bytes are never copied into our own buffers on the primary path: head
+ * bytes are parsed and drained (the head is rewritten), body bytes are
+ * parsed in place (llhttp over evbuffer_peek() iovecs) and then moved with
+ * evbuffer_remove_buffer().  Shadow legs get a copy of each run of body
+ * bytes just before the primary's move (tt_leg_tee), bounded per shadow:
+ * the primary never waits for a shadow.
  *
  * Backpressure: a side's input is only moved while the other side's output
  * holds less than buffer_bytes; each bufferevent's read high watermark is
  * buffer_bytes, so libevent stops reading a socket whose input is full, and
  * the write callback (fired when an output drains) resumes the mover.
  *
- * Every read callback takes one CLOCK_MONOTONIC stamp first (c->now); all
- * timeline marks and decoded events of that read carry it.
+ * Deadlines, one timer per connection (ctimer) by state: the whole head
+ * (head_timeout, 408), gaps in the request body while the client owes
+ * bytes (body_idle_timeout, 408), an idle keep-alive connection
+ * (client_idle_timeout), an idle tunnel (upstream_idle_timeout).  A client
+ * that stops taking the response is cut after send_timeout (499; the
+ * upstream request is closed, so the server stops generating).
  */
 #include "proxy/conn.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -41,39 +44,38 @@
 #include <llhttp.h>
 #include <openssl/rand.h>
 
+#include "metrics/pairs.h"
 #include "metrics/record.h"
 #include "metrics/request.h"
 #include "proxy/httphead.h"
 #include "proxy/inspect.h"
+#include "proxy/io.h"
+#include "proxy/leg.h"
 #include "proxy/log.h"
+#include "proxy/server.h"
 #include "proxy/stream.h"
-#include "proxy/upstream.h"
 #include "proxy/worker.h"
 #include "tls/tls.h"
 
 enum rq_state { RQ_IDLE, RQ_HEAD, RQ_WAIT_UP, RQ_BODY, RQ_DONE, RQ_TUNNEL };
-enum rs_state { RS_NONE, RS_WAIT_HEAD, RS_BODY, RS_DONE, RS_TUNNEL };
 
 struct tt_conn {
     struct tt_worker   *w;          /* borrowed */
     struct tt_conn     *next, *prev;/* worker's list */
     struct bufferevent *cbev;       /* owned: the client socket */
-    struct tt_upconn   *up;         /* owned while set */
-    struct event       *ctimer;     /* owned: head deadline, idle keep-alive */
-    struct event       *utimer;     /* owned: connect, response head deadline */
-    struct evbuffer    *uphead;     /* owned: request head for the upstream */
+    struct event       *ctimer;     /* owned: deadlines, see the top */
     struct evbuffer    *stage;      /* owned: response bytes on their way to the client */
-    char               *side;       /* owned: de-chunked body of the current read */
-    size_t              side_len, side_cap;
-    llhttp_t            rqp, rsp;
-    struct tt_head      rqh, rsh;
+    llhttp_t            rqp;
+    struct tt_head      rqh;
     enum rq_state       rq;
-    enum rs_state       rs;
-    struct tt_request   req;
-    struct tt_stream   *stream;     /* owned, per response */
+    struct tt_request   req;        /* the primary's record */
+    struct tt_leg       pri;        /* the primary leg; its req is &req */
+    struct tt_leg      *shadows;    /* shadow legs of this connection (cnext) */
     struct tt_inspect   insp;
     uint64_t            now;        /* stamp of the read being handled */
     uint64_t            last_cread; /* stamp of the latest client read */
+    uint64_t            queued_since; /* read stamp of the oldest response bytes
+                                     * waiting in the client's output, 0 none */
     size_t              head_bytes;
     uint64_t            body_bytes;
     unsigned            nreq;
@@ -81,35 +83,31 @@ struct tt_conn {
     unsigned active:1;          /* a request is in progress (record pending) */
     unsigned keepalive:1;       /* client connection may serve another request */
     unsigned http10:1;
-    unsigned is_head:1;         /* HEAD request: response has no body */
-    unsigned dechunk:1;         /* HTTP/1.0 client, chunked response */
     unsigned resp_started:1;    /* response head written to the client */
     unsigned closing:1;         /* close once the client output drains */
     unsigned rq_head_done:1, rq_msg_done:1;
-    unsigned rs_head_done:1, rs_msg_done:1, rs_interim:1;
     unsigned body_too_big:1;
     unsigned dry:1;             /* parser callbacks have no side effects */
     unsigned insp_on:1;
     unsigned in_process:1;      /* inside client_process() */
     unsigned plain_client:1;    /* client on a plain socket: direct writes */
+    unsigned client_eof:1;      /* the client half-closed after its request */
 };
 
 static void client_read(struct bufferevent *bev, void *arg);
 static void client_write(struct bufferevent *bev, void *arg);
 static void client_event(struct bufferevent *bev, short what, void *arg);
-static void upstream_read(struct bufferevent *bev, void *arg);
-static void upstream_write(struct bufferevent *bev, void *arg);
-static void upstream_event(struct bufferevent *bev, short what, void *arg);
 static void client_process(struct tt_conn *c);
-static void upstream_process(struct tt_conn *c);
 static void conn_free(struct tt_conn *c);
+static void conn_cancel(struct tt_conn *c, const char *why);
 static void request_finish(struct tt_conn *c);
 static void next_request(struct tt_conn *c);
 
 #define CFG(c) ((c)->w->cfg)
+#define RS(c) ((c)->pri.st)
 
 /* ------------------------------------------------------------------ */
-/* llhttp callbacks                                                    */
+/* llhttp callbacks (request)                                          */
 
 static int rq_on_url(llhttp_t *p, const char *at, size_t len)
 {
@@ -161,75 +159,7 @@ static int rq_on_message_complete(llhttp_t *p)
     return HPE_PAUSED;
 }
 
-static int rs_on_status(llhttp_t *p, const char *at, size_t len)
-{
-    struct tt_conn *c = p->data;
-    return tt_head_target(&c->rsh, at, len) < 0 ? -1 : 0;
-}
-
-static int rs_on_field(llhttp_t *p, const char *at, size_t len)
-{
-    struct tt_conn *c = p->data;
-    return tt_head_field(&c->rsh, at, len) < 0 ? -1 : 0;
-}
-
-static int rs_on_value(llhttp_t *p, const char *at, size_t len)
-{
-    struct tt_conn *c = p->data;
-    return tt_head_value(&c->rsh, at, len) < 0 ? -1 : 0;
-}
-
-static int rs_on_headers_complete(llhttp_t *p)
-{
-    struct tt_conn *c = p->data;
-    int status = llhttp_get_status_code(p);
-
-    if (status >= 100 && status < 200 && status != 101) {
-        c->rs_interim = 1;          /* 100 Continue and friends: no body */
-        return 0;
-    }
-    c->rs_head_done = 1;
-    if (c->is_head)
-        return 1;                   /* no body follows, whatever the headers say */
-    return HPE_PAUSED;
-}
-
-static int rs_on_body(llhttp_t *p, const char *at, size_t len)
-{
-    struct tt_conn *c = p->data;
-
-    c->req.bytes_out += len;
-    if (c->dechunk)
-        bufferevent_write(c->cbev, at, len);
-    if (c->stream != NULL) {
-        /* decoded after the bytes are on their way to the client */
-        if (c->side_len + len > c->side_cap) {
-            size_t cap = c->side_cap ? c->side_cap : 1024;
-            char *q;
-            while (cap < c->side_len + len)
-                cap *= 2;
-            q = realloc(c->side, cap);
-            if (q == NULL) {
-                tt_stream_feed(c->stream, at, len, c->now);
-                return 0;
-            }
-            c->side = q;
-            c->side_cap = cap;
-        }
-        memcpy(c->side + c->side_len, at, len);
-        c->side_len += len;
-    }
-    return 0;
-}
-
-static int rs_on_message_complete(llhttp_t *p)
-{
-    struct tt_conn *c = p->data;
-    c->rs_msg_done = 1;
-    return HPE_PAUSED;
-}
-
-static llhttp_settings_t rq_settings, rs_settings;
+static llhttp_settings_t rq_settings;
 static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 
 /* the parser callbacks, set once for all workers */
@@ -242,84 +172,14 @@ static void settings_init(void)
     rq_settings.on_headers_complete = rq_on_headers_complete;
     rq_settings.on_body = rq_on_body;
     rq_settings.on_message_complete = rq_on_message_complete;
-    llhttp_settings_init(&rs_settings);
-    rs_settings.on_status = rs_on_status;
-    rs_settings.on_header_field = rs_on_field;
-    rs_settings.on_header_value = rs_on_value;
-    rs_settings.on_headers_complete = rs_on_headers_complete;
-    rs_settings.on_body = rs_on_body;
-    rs_settings.on_message_complete = rs_on_message_complete;
-}
-
-/*
- * Run parser <p> over the first <max> bytes of <in>, in place.  Returns the
- * number of bytes the parser consumed and sets <*err> to llhttp's result
- * (HPE_OK when all <max> bytes were consumed).  With <scan>, consumed bytes
- * are also checked for obs-fold.  An empty <in> still runs the parser once,
- * so that a bodyless message completes.
- */
-static size_t parse_buf(llhttp_t *p, struct evbuffer *in, size_t max,
-                        enum llhttp_errno *err, struct tt_head *scan)
-{
-    struct evbuffer_iovec v[8];
-    struct evbuffer_ptr ptr;
-    size_t done = 0;
-    int i, n;
-
-    *err = HPE_OK;
-    if (max == 0) {
-        *err = llhttp_execute(p, "", 0);
-        return 0;
-    }
-    while (done < max) {
-        if (evbuffer_ptr_set(in, &ptr, done, EVBUFFER_PTR_SET) < 0)
-            break;
-        n = evbuffer_peek(in, (ev_ssize_t)(max - done), &ptr, v, 8);
-        if (n <= 0)
-            break;
-        if (n > 8)
-            n = 8;
-        for (i = 0; i < n && done < max; i++) {
-            const char *base = v[i].iov_base;
-            size_t len = v[i].iov_len;
-            enum llhttp_errno e;
-
-            if (len > max - done)
-                len = max - done;
-            e = llhttp_execute(p, base, len);
-            if (e != HPE_OK) {
-                const char *pos = llhttp_get_error_pos(p);
-                size_t used = pos != NULL && pos >= base ? (size_t)(pos - base) : 0;
-                if (used > len)
-                    used = len;
-                if (scan != NULL)
-                    tt_head_scan(scan, base, used);
-                *err = e;
-                return done + used;
-            }
-            if (scan != NULL)
-                tt_head_scan(scan, base, len);
-            done += len;
-        }
-    }
-    return done;
 }
 
 /* ------------------------------------------------------------------ */
-/* helpers                                                             */
+/* the response's way to the client (called by the primary leg)        */
 
-static void set_timer(struct event *ev, unsigned ms)
+struct evbuffer *tt_conn_stage(struct tt_conn *c)
 {
-    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-    evtimer_add(ev, &tv);
-}
-
-static void set_nodelay(struct bufferevent *bev)
-{
-    int one = 1;
-    evutil_socket_t fd = bufferevent_getfd(bev);
-    if (fd >= 0)
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return c->stage;
 }
 
 /*
@@ -329,36 +189,30 @@ static void set_nodelay(struct bufferevent *bev)
  * common case for a stream).  What the socket does not take, and anything
  * on a TLS connection, goes to the bufferevent's output as usual.
  */
-static void flush_stage(struct tt_conn *c)
+void tt_conn_flush(struct tt_conn *c)
 {
     struct evbuffer *out = bufferevent_get_output(c->cbev);
 
     if (evbuffer_get_length(c->stage) == 0)
         return;
-    if (c->plain_client && evbuffer_get_length(out) == 0)
+    if (c->plain_client && evbuffer_get_length(out) == 0) {
         evbuffer_write(c->stage, bufferevent_getfd(c->cbev));
-    if (evbuffer_get_length(c->stage) > 0)
-        evbuffer_add_buffer(out, c->stage);
-}
-
-/* decode the body bytes of this read, now that they are forwarded */
-static void decode_side(struct tt_conn *c)
-{
-    if (c->side_len > 0 && c->stream != NULL)
-        tt_stream_feed(c->stream, c->side, c->side_len, c->now);
-    c->side_len = 0;
-}
-
-static void close_upstream(struct tt_conn *c)
-{
-    if (c->up != NULL) {
-        tt_upstream_close(c->up);
-        c->up = NULL;
+        if (evbuffer_get_length(c->stage) == 0) {
+            tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->pri.now, tt_now_mono());
+            return;
+        }
     }
-    evtimer_del(c->utimer);
+    if (c->queued_since == 0)
+        c->queued_since = c->pri.now;       /* handed over in client_write() */
+    evbuffer_add_buffer(out, c->stage);
 }
 
-/* copy a header value into a fixed field, truncated, without secrets */
+int tt_conn_full(struct tt_conn *c)
+{
+    return evbuffer_get_length(bufferevent_get_output(c->cbev)) >= CFG(c)->buffer_bytes;
+}
+
+/* copy a header value into a fixed field, truncated */
 static void copy_field(char *dst, size_t cap, const char *src, size_t len)
 {
     if (len >= cap)
@@ -376,6 +230,29 @@ static void close_after_flush(struct tt_conn *c)
     evtimer_del(c->ctimer);
     if (evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
         conn_free(c);
+}
+
+/*
+ * How shadow legs leave their connection: a copy that has not had the
+ * whole request always stops; one that has runs on (SH_DETACH), stops
+ * with the client's request (SH_CLIENT_GONE, when the shadow's
+ * on_client_cancel says cancel), or stops in any case (SH_CANCEL).
+ */
+enum sh_release { SH_DETACH, SH_CLIENT_GONE, SH_CANCEL };
+
+/* the shadow legs of the current request (or of every request: <all>) */
+static void shadows_release(struct tt_conn *c, int all, enum sh_release how,
+                            const char *why)
+{
+    struct tt_leg *l = c->shadows, *next;
+
+    for (; l != NULL; l = next) {
+        next = l->cnext;
+        if (all || l->seq == c->nreq)
+            tt_leg_release(l, how == SH_CANCEL ||
+                              (how == SH_CLIENT_GONE &&
+                               l->t->sh->on_client_cancel == TT_SHADOW_CANCEL), why);
+    }
 }
 
 /*
@@ -397,7 +274,7 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
     tt_redact_path(c->req.path[0] ? c->req.path : "-", shown, sizeof(shown));
     tt_log_info("request %s %.256s: %d %s: %s", c->req.method[0] ? c->req.method : "-",
                 shown, status, type, msg);
-    close_upstream(c);
+    tt_leg_close(&c->pri);
     if (c->active) {
         /* a request cut off inside its head: keep what is known of it */
         if (c->req.path[0] == '\0' && c->rqh.tlen > 0 && c->rqh.buf != NULL)
@@ -406,17 +283,32 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
         tt_request_set_error(&c->req, status, type, msg);
         if (!c->resp_started)
             c->req.status = status;
+        /* shadows that have not had the whole request cannot finish it */
+        if (c->rq != RQ_DONE)
+            shadows_release(c, 0, SH_CANCEL, "client request failed");
     }
     if (!c->resp_started) {
         tt_error_response(bufferevent_get_output(c->cbev), status, kind, type,
                           msg, 1);
         c->resp_started = 1;
     }
-    c->rs = RS_DONE;
+    RS(c) = LEG_DONE;
     if (c->active)
         request_finish(c);
     if (c->w != NULL)
         close_after_flush(c);
+}
+
+void tt_conn_leg_failed(struct tt_conn *c, int status, const char *type,
+                        const char *msg)
+{
+    c->now = c->pri.now;
+    fail_request(c, status, type, msg);
+}
+
+void tt_conn_no_keepalive(struct tt_conn *c)
+{
+    c->keepalive = 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -453,22 +345,23 @@ static void request_begin(struct tt_conn *c)
     c->req.upstream_name = "primary";
     generate_request_id(c);
     tt_head_clear(&c->rqh);
-    tt_head_clear(&c->rsh);
+    tt_head_clear(&c->pri.rsh);
     llhttp_init(&c->rqp, HTTP_REQUEST, &rq_settings);
     c->rqp.data = c;
     c->head_bytes = 0;
     c->body_bytes = 0;
     c->rq_head_done = c->rq_msg_done = 0;
-    c->rs_head_done = c->rs_msg_done = c->rs_interim = 0;
+    c->pri.head_done = c->pri.msg_done = c->pri.interim = 0;
+    c->pri.sent_all = 0;
+    c->pri.dechunk = 0;
+    c->pri.is_head = 0;
     c->resp_started = 0;
     c->body_too_big = 0;
-    c->dechunk = 0;
-    c->is_head = 0;
     c->active = 1;
     c->rq = RQ_HEAD;
-    c->rs = RS_NONE;
+    RS(c) = LEG_IDLE;
     tt_worker_request_start(c->w);
-    set_timer(c->ctimer, CFG(c)->head_timeout_ms);
+    tt_timer_set(c->ctimer, CFG(c)->head_timeout_ms);
 }
 
 /*
@@ -484,7 +377,7 @@ static const char *dry_run(struct tt_conn *c, struct evbuffer *in)
 
     llhttp_resume(&copy);
     c->dry = 1;
-    n = parse_buf(&copy, in, avail, &e, NULL);
+    n = tt_parse_buf(&copy, in, 0, avail, &e, NULL);
     c->dry = 0;
     if (e == HPE_OK || e == HPE_PAUSED_UPGRADE)
         return NULL;
@@ -494,8 +387,64 @@ static const char *dry_run(struct tt_conn *c, struct evbuffer *in)
             return "data after Connection: close";
         return NULL;
     }
-    return llhttp_get_error_reason(&copy) ? llhttp_get_error_reason(&copy)
-                                          : llhttp_errno_name(e);
+    return tt_parse_error(&copy, e);
+}
+
+/*
+ * Mirror the request to every shadow that samples it: each gets its own
+ * leg, its own head, and a connection of its own pool.  A shadow over its
+ * max_inflight gets a leg that is dropped at once, so that the drop has a
+ * record.  Nothing here can fail the client's request.
+ */
+static void start_shadows(struct tt_conn *c, const char *method, int upgrade)
+{
+    struct tt_server *srv = c->w->srv;
+    struct tt_pair *pair = NULL;
+    unsigned i, n = 0;
+    int take[TT_MAX_TARGETS] = { 0 };
+
+    if (upgrade || srv->ntargets < 2 || c->req.api == TT_API_OTHER)
+        return;
+    for (i = 1; i < srv->ntargets; i++) {
+        const struct tt_target *t = &srv->targets[i];
+        size_t klen = 0;
+        const char *key = t->sh->sample_key[0]
+                        ? tt_head_get(&c->rqh, t->sh->sample_key, &klen) : NULL;
+        take[i] = tt_target_samples(t, (int)c->req.api, key, klen);
+        n += take[i] ? 1 : 0;
+    }
+    if (n == 0)
+        return;
+    pair = tt_pair_new(c->w->srv->pairs, n + 1);
+    c->req.pair = pair;
+    for (i = 1; i < srv->ntargets; i++) {
+        struct tt_target *t = &srv->targets[i];
+        struct tt_leg *l;
+        int full;
+
+        if (!take[i])
+            continue;
+        l = tt_leg_new_shadow(c, c->w, t, &c->req, c->nreq);
+        if (l == NULL) {
+            tt_pair_leg_gone(pair, i);
+            continue;
+        }
+        l->own.pair = pair;
+        l->cnext = c->shadows;
+        if (c->shadows)
+            c->shadows->cprev = l;
+        c->shadows = l;
+        full = atomic_fetch_add(&t->inflight, 1) >= t->sh->max_inflight || c->w->draining;
+        l->counted = 1;
+        if (full || tt_leg_head(l, &c->rqh, method, 0,
+                                CFG(c)->add_request_id &&
+                                tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
+                                ? c->req.request_id : NULL) < 0) {
+            tt_leg_drop(l, c->w->draining ? TT_DROP_DRAINING : TT_DROP_MAX_INFLIGHT);
+            continue;
+        }
+        tt_leg_start(l);            /* a failure there is the shadow's own */
+    }
 }
 
 /*
@@ -506,7 +455,6 @@ static const char *dry_run(struct tt_conn *c, struct evbuffer *in)
 static int request_head(struct tt_conn *c, struct evbuffer *in)
 {
     const struct tt_config *cfg = CFG(c);
-    const struct tt_url *up = c->w->up;
     const char *why, *method;
     char target[512];
     int upgrade;
@@ -536,7 +484,6 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
     }
     c->http10 = c->rqp.http_major == 1 && c->rqp.http_minor == 0;
     c->keepalive = llhttp_should_keep_alive(&c->rqp) && !c->w->draining;
-    c->is_head = llhttp_get_method(&c->rqp) == HTTP_HEAD;
     upgrade = llhttp_get_upgrade(&c->rqp);
     if ((c->rqp.flags & F_CONTENT_LENGTH) &&
         c->rqp.content_length > cfg->max_body_bytes) {
@@ -548,17 +495,15 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
         return -1;
     }
 
-    /* the head the upstream gets */
-    evbuffer_drain(c->uphead, evbuffer_get_length(c->uphead));
-    evbuffer_add_printf(c->uphead, "%s %s", method, up->base_path);
-    evbuffer_add(c->uphead, c->rqh.buf + c->rqh.target, c->rqh.tlen);
-    evbuffer_add_printf(c->uphead, " HTTP/1.1\r\nHost: %s\r\n", up->authority);
-    tt_head_copy_fields(&c->rqh, c->uphead, TT_HEAD_REQUEST, upgrade, 0);
-    if (cfg->add_request_id && tt_head_get(&c->rqh, "x-request-id", NULL) == NULL)
-        evbuffer_add_printf(c->uphead, "X-Request-Id: %s\r\n", c->req.request_id);
-    if (upgrade)
-        evbuffer_add_printf(c->uphead, "Connection: upgrade\r\n");
-    evbuffer_add(c->uphead, "\r\n", 2);
+    /* the head the primary gets */
+    evbuffer_drain(c->pri.out, evbuffer_get_length(c->pri.out));
+    if (tt_leg_head(&c->pri, &c->rqh, method, upgrade,
+                    cfg->add_request_id && tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
+                    ? c->req.request_id : NULL) < 0) {
+        fail_request(c, 502, "proxy_error", "out of memory");
+        return -1;
+    }
+    start_shadows(c, method, upgrade);
 
     if (c->req.api != TT_API_OTHER) {
         tt_inspect_init(&c->insp, cfg->inspect_max_bytes);
@@ -569,14 +514,16 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
      * buffers go back now rather than live as long as the stream */
     tt_head_free(&c->rqh);
     c->rq = RQ_WAIT_UP;
-    set_timer(c->utimer, cfg->connect_timeout_ms);
     /* on failure the request was answered and c->closing is set */
-    return tt_upstream_get(c->w, c) < 0 ? -1 : 0;
+    return tt_leg_start(&c->pri) < 0 ? -1 : 0;
 }
 
 static void request_complete(struct tt_conn *c)
 {
+    struct tt_leg *l, *next;
+
     c->rq = RQ_DONE;
+    evtimer_del(c->ctimer);
     /* the last request byte arrived with the latest client read, even when
      * it waited in the buffer for the upstream connection */
     c->req.ts[TT_TS_REQUEST_COMPLETE] = c->last_cread;
@@ -586,9 +533,29 @@ static void request_complete(struct tt_conn *c)
         tt_inspect_free(&c->insp);
         c->insp_on = 0;
     }
-    if (c->up != NULL &&
-        evbuffer_get_length(bufferevent_get_output(c->up->bev)) == 0)
-        c->req.ts[TT_TS_REQUEST_SENT] = c->now;
+    c->pri.now = c->now;
+    tt_leg_request_done(&c->pri, &c->req);
+    for (l = c->shadows; l != NULL; l = next) {
+        next = l->cnext;
+        if (l->seq == c->nreq && !l->sent_all) {
+            l->now = c->now;
+            tt_leg_request_done(l, &c->req);  /* may record and free it */
+        }
+    }
+}
+
+/* body bytes [0, n) of <in> go to the shadows (a copy), then to the primary */
+static void forward_body(struct tt_conn *c, struct evbuffer *in, size_t n)
+{
+    struct tt_leg *l, *next;
+
+    for (l = c->shadows; l != NULL; l = next) {
+        next = l->cnext;
+        if (l->seq == c->nreq && !l->sent_all)
+            tt_leg_send(l, in, n);
+    }
+    c->pri.now = c->now;            /* the read these bytes came with */
+    tt_leg_send(&c->pri, in, n);
 }
 
 /* move what the client sent as far as the state allows */
@@ -610,7 +577,7 @@ static void client_process(struct tt_conn *c)
             request_begin(c);
             /* fall through */
         case RQ_HEAD:
-            n = parse_buf(&c->rqp, in, avail, &e, &c->rqh);
+            n = tt_parse_buf(&c->rqp, in, 0, avail, &e, &c->rqh);
             evbuffer_drain(in, n);
             c->head_bytes += n;
             if (e == HPE_PAUSED && c->rq_head_done) {
@@ -624,9 +591,7 @@ static void client_process(struct tt_conn *c)
                                  c->rqh.n >= c->rqh.max ? "too many request headers"
                                                         : "request header block too large");
                 else
-                    fail_request(c, 400, "bad_request",
-                                 llhttp_get_error_reason(&c->rqp) ? llhttp_get_error_reason(&c->rqp)
-                                                                  : llhttp_errno_name(e));
+                    fail_request(c, 400, "bad_request", tt_parse_error(&c->rqp, e));
                 return;
             }
             if (c->head_bytes > CFG(c)->max_header_bytes) {
@@ -638,28 +603,35 @@ static void client_process(struct tt_conn *c)
         case RQ_DONE:
             goto out;
         case RQ_BODY: {
-            struct evbuffer *uout = bufferevent_get_output(c->up->bev);
+            struct evbuffer *uout = tt_leg_output(&c->pri);
             if (evbuffer_get_length(uout) >= CFG(c)->buffer_bytes)
-                goto out;           /* resumed by upstream_write() */
-            n = parse_buf(&c->rqp, in, avail, &e, NULL);
-            evbuffer_remove_buffer(in, uout, n);
+                goto out;           /* resumed by tt_conn_upstream_drained() */
+            n = tt_parse_buf(&c->rqp, in, 0, avail, &e, NULL);
+            forward_body(c, in, n);
             if (e == HPE_PAUSED && c->rq_msg_done) {
                 request_complete(c);
                 continue;
             }
-            if (e == HPE_OK)
+            if (e == HPE_OK) {
+                if (c->client_eof && evbuffer_get_length(in) == 0) {
+                    conn_cancel(c, "client closed the connection mid-request");
+                    return;
+                }
+                /* the client owes more body: it has body_idle_timeout */
+                tt_timer_set(c->ctimer, CFG(c)->body_idle_ms);
                 goto out;
+            }
             if (c->body_too_big)
                 fail_request(c, 413, "payload_too_large", "request body exceeds max_body_bytes");
             else
-                fail_request(c, 400, "bad_request",
-                             llhttp_get_error_reason(&c->rqp) ? llhttp_get_error_reason(&c->rqp)
-                                                              : llhttp_errno_name(e));
+                fail_request(c, 400, "bad_request", tt_parse_error(&c->rqp, e));
             return;
         }
         case RQ_TUNNEL:
-            if (c->up != NULL && avail > 0)
-                evbuffer_add_buffer(bufferevent_get_output(c->up->bev), in);
+            if (c->pri.up != NULL && avail > 0) {
+                evbuffer_add_buffer(tt_leg_output(&c->pri), in);
+                tt_conn_tunnel_activity(c);
+            }
             goto out;
         }
     }
@@ -668,178 +640,90 @@ out:
 }
 
 /* ------------------------------------------------------------------ */
-/* response side                                                       */
+/* response side (the primary leg's calls)                             */
 
-/*
- * The response head is complete: write the client's version of it and set
- * up decoding.  Returns 0, or -1 when the request was failed.
- */
-static int response_head(struct tt_conn *c)
+int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
+                          int status, int chunked)
 {
     struct evbuffer *out = c->stage;
-    int status = llhttp_get_status_code(&c->rsp);
-    const char *why, *ct;
-    char ctype[128] = "";
-    size_t len;
-    int chunked = (c->rsp.flags & F_CHUNKED) != 0;
 
-    c->req.ts[TT_TS_RESPONSE_HEADERS] = c->now;
-    evtimer_del(c->utimer);
-    if ((why = tt_head_framing_error(&c->rsh)) != NULL) {
-        fail_request(c, 502, "upstream_bad_response", why);
-        return -1;
-    }
-    c->req.status = status;
-    c->dechunk = c->http10 && chunked && !c->is_head;
-    if (c->http10 || c->w->draining || (c->rq != RQ_DONE && status != 101))
+    c->pri.dechunk = c->http10 && chunked && !c->pri.is_head;
+    if (c->http10 || c->w->draining || c->client_eof ||
+        (c->rq != RQ_DONE && status != 101))
         c->keepalive = 0;
 
     evbuffer_add_printf(out, "HTTP/1.1 %d ", status);
-    evbuffer_add(out, c->rsh.buf + c->rsh.target, c->rsh.tlen);
+    evbuffer_add(out, rsh->buf + rsh->target, rsh->tlen);
     evbuffer_add(out, "\r\n", 2);
-    tt_head_copy_fields(&c->rsh, out, TT_HEAD_RESPONSE, status == 101, c->dechunk);
+    tt_head_copy_fields(rsh, out, TT_HEAD_RESPONSE, status == 101, c->pri.dechunk);
     if (status == 101)
         evbuffer_add_printf(out, "Connection: upgrade\r\n");
     else if (!c->keepalive)
         evbuffer_add_printf(out, "Connection: close\r\n");
     evbuffer_add(out, "\r\n", 2);
     c->resp_started = 1;
-
-    if ((ct = tt_head_get(&c->rsh, "content-type", &len)) != NULL)
-        copy_field(ctype, sizeof(ctype), ct, len);
-    if (c->req.api != TT_API_OTHER && status != 101)
-        c->stream = tt_stream_new(&c->req, c->req.api, ctype,
-                                  (enum tt_think_mode)CFG(c)->think_tags);
     if (status == 101) {
-        c->req.upgraded = 1;
-        c->rs = RS_TUNNEL;
         c->rq = RQ_TUNNEL;
         c->keepalive = 0;
-        bufferevent_set_timeouts(c->up->bev, NULL, NULL);
-        return 0;
-    }
-    c->rs = RS_BODY;
-    tt_head_free(&c->rsh);          /* copied out, as for the request head */
-    {
-        struct timeval idle = { CFG(c)->upstream_idle_ms / 1000,
-                                (CFG(c)->upstream_idle_ms % 1000) * 1000 };
-        bufferevent_set_timeouts(c->up->bev, &idle, NULL);
+        tt_conn_tunnel_activity(c);
     }
     return 0;
 }
 
-static void response_complete(struct tt_conn *c)
+void tt_conn_response_done(struct tt_conn *c)
 {
-    struct tt_upconn *u = c->up;
-
-    c->rs = RS_DONE;
-    c->req.ts[TT_TS_RESPONSE_COMPLETE] = c->now;
-    if (c->stream != NULL)
-        tt_stream_end(c->stream, 1, c->now);
-    if (u != NULL) {
-        c->up = NULL;
-        u->requests++;
-        if (c->rq == RQ_DONE && llhttp_should_keep_alive(&c->rsp) &&
-            evbuffer_get_length(bufferevent_get_input(u->bev)) == 0 &&
-            evbuffer_get_length(bufferevent_get_output(u->bev)) == 0 &&
-            !c->w->draining)
-            tt_upstream_put(u);
-        else
-            tt_upstream_close(u);
-    }
+    c->now = c->pri.now;
     if (c->rq != RQ_DONE) {
         /* the upstream answered before the request body ended: the rest
          * of the body goes nowhere and the connection closes after this */
         c->keepalive = 0;
         c->rq = RQ_DONE;
+        evtimer_del(c->ctimer);
         bufferevent_disable(c->cbev, EV_READ);
+        shadows_release(c, 0, SH_CANCEL, "primary answered before the request ended");
     }
     if (evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
         next_request(c);            /* no write callback is coming (may free c) */
     /* else client_write() finishes it once the last byte is handed over */
 }
 
-/* move what the upstream sent as far as the state allows */
-static void upstream_process(struct tt_conn *c)
+void tt_conn_upstream_ready(struct tt_conn *c)
 {
-    struct evbuffer *in, *out;
-    enum llhttp_errno e;
-    size_t n, avail;
+    c->now = c->pri.now;
+    c->rq = RQ_BODY;
+    llhttp_resume(&c->rqp);
+    if (!c->in_process)
+        client_process(c);
+}
 
-    for (;;) {
-        if (c->up == NULL)
-            return;
-        in = bufferevent_get_input(c->up->bev);
-        out = bufferevent_get_output(c->cbev);
-        avail = evbuffer_get_length(in);
-        switch (c->rs) {
-        case RS_WAIT_HEAD:
-            if (avail == 0)
-                return;
-            n = parse_buf(&c->rsp, in, avail, &e, &c->rsh);
-            if (c->rs_interim && e == HPE_PAUSED && c->rs_msg_done) {
-                /* forward a 1xx head as is; the real response follows */
-                evbuffer_remove_buffer(in, out, n);
-                tt_head_clear(&c->rsh);
-                c->rs_interim = c->rs_msg_done = 0;
-                llhttp_resume(&c->rsp);
-                continue;
-            }
-            evbuffer_drain(in, n);
-            if (e == HPE_PAUSED && c->rs_head_done) {
-                if (response_head(c) < 0)
-                    return;
-                if (c->rs_msg_done) {
-                    flush_stage(c);
-                    response_complete(c);
-                    return;
-                }
-                llhttp_resume(&c->rsp);
-                continue;
-            }
-            if (e != HPE_OK || c->rsh.overflow) {
-                fail_request(c, 502, "upstream_bad_response",
-                             c->rsh.overflow ? "upstream response head too large"
-                             : llhttp_get_error_reason(&c->rsp) ? llhttp_get_error_reason(&c->rsp)
-                                                                : llhttp_errno_name(e));
-                return;
-            }
-            return;
-        case RS_BODY:
-            flush_stage(c);         /* the head, when it came with this read */
-            if (evbuffer_get_length(out) >= CFG(c)->buffer_bytes)
-                return;             /* resumed by client_write() */
-            n = parse_buf(&c->rsp, in, avail, &e, NULL);
-            if (c->dechunk) {
-                evbuffer_drain(in, n);
-            } else {
-                evbuffer_remove_buffer(in, c->stage, n);
-                flush_stage(c);
-            }
-            decode_side(c);
-            if (e == HPE_PAUSED && c->rs_msg_done) {
-                response_complete(c);
-                return;
-            }
-            if (e != HPE_OK) {
-                const char *why = llhttp_get_error_reason(&c->rsp)
-                                ? llhttp_get_error_reason(&c->rsp) : llhttp_errno_name(e);
-                /* the framing error is the cause; the cut stream its effect */
-                tt_request_set_error(&c->req, 502, "upstream_bad_response", why);
-                if (c->stream != NULL)
-                    tt_stream_end(c->stream, 0, c->now);
-                fail_request(c, 502, "upstream_bad_response", why);
-            }
-            return;
-        case RS_TUNNEL:
-            evbuffer_add_buffer(c->stage, in);
-            flush_stage(c);
-            return;
-        case RS_NONE:
-        case RS_DONE:
-            return;
-        }
-    }
+void tt_conn_upstream_drained(struct tt_conn *c)
+{
+    c->now = c->pri.now;
+    if (c->rq == RQ_BODY || c->rq == RQ_TUNNEL)
+        client_process(c);
+}
+
+void tt_conn_tunnel_activity(struct tt_conn *c)
+{
+    tt_timer_set(c->ctimer, CFG(c)->upstream_idle_ms);
+}
+
+void tt_conn_tunnel_closed(struct tt_conn *c)
+{
+    c->now = c->pri.now;
+    request_finish(c);
+    close_after_flush(c);
+}
+
+void tt_conn_shadow_unlink(struct tt_conn *c, struct tt_leg *l)
+{
+    if (l->cprev)
+        l->cprev->cnext = l->cnext;
+    else
+        c->shadows = l->cnext;
+    if (l->cnext)
+        l->cnext->cprev = l->cprev;
+    l->cnext = l->cprev = NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -856,8 +740,8 @@ static void request_finish(struct tt_conn *c)
     if (r->ts[TT_TS_DELIVERED] == 0 && !r->cancelled && c->resp_started &&
         evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
         r->ts[TT_TS_DELIVERED] = c->now;
-    if (c->stream != NULL && r->ts[TT_TS_RESPONSE_COMPLETE] == 0)
-        tt_stream_end(c->stream, 0, c->now);
+    if (c->pri.stream != NULL && r->ts[TT_TS_RESPONSE_COMPLETE] == 0)
+        tt_stream_end(c->pri.stream, 0, c->now);
     if (r->err_type == NULL && r->status >= 400)
         tt_request_set_error(r, r->status, "upstream_status",
                              "upstream answered with an error status");
@@ -867,9 +751,9 @@ static void request_finish(struct tt_conn *c)
         c->insp_on = 0;
     }
     tt_worker_request_done(c->w, r);
-    if (c->stream != NULL) {
-        tt_stream_free(c->stream);
-        c->stream = NULL;
+    if (c->pri.stream != NULL) {
+        tt_stream_free(c->pri.stream);
+        c->pri.stream = NULL;
     }
     c->nreq++;
 }
@@ -878,35 +762,37 @@ static void request_finish(struct tt_conn *c)
 static void next_request(struct tt_conn *c)
 {
     request_finish(c);
-    if (!c->keepalive || c->w->draining) {
+    if (!c->keepalive || c->w->draining || c->client_eof) {
         close_after_flush(c);
         return;
     }
     c->rq = RQ_IDLE;
-    c->rs = RS_NONE;
+    RS(c) = LEG_IDLE;
     /* an idle keep-alive connection keeps no head buffers (about 7 KiB);
      * 10,000 idle clients are common, a re-allocation per request cheap */
     tt_head_free(&c->rqh);
-    tt_head_free(&c->rsh);
-    free(c->side);
-    c->side = NULL;
-    c->side_cap = 0;
+    tt_head_free(&c->pri.rsh);
+    free(c->pri.side);
+    c->pri.side = NULL;
+    c->pri.side_cap = 0;
     tt_request_reset(&c->req);
-    set_timer(c->ctimer, CFG(c)->client_idle_ms);
+    tt_timer_set(c->ctimer, CFG(c)->client_idle_ms);
     client_process(c);
 }
 
 /* the client went away, or the connection must go: cancel what runs */
 static void conn_cancel(struct tt_conn *c, const char *why)
 {
-    if (c->active && c->rs == RS_TUNNEL) {
+    if (c->active && RS(c) == LEG_TUNNEL) {
         /* a tunnel ends when either side closes: not a cancellation */
         c->req.ts[TT_TS_RESPONSE_COMPLETE] = c->now;
-    } else if (c->active && c->rs != RS_DONE) {
+    } else if (c->active && RS(c) != LEG_DONE) {
         c->req.cancelled = 1;
         tt_request_set_error(&c->req, 499, "cancelled", why);
+        /* the current request's shadows follow on_client_cancel */
+        shadows_release(c, 0, SH_CLIENT_GONE, why);
     }
-    close_upstream(c);
+    tt_leg_close(&c->pri);
     request_finish(c);
     conn_free(c);
 }
@@ -916,22 +802,22 @@ static void conn_free(struct tt_conn *c)
     struct tt_worker *w = c->w;
 
     request_finish(c);
-    close_upstream(c);
-    if (c->stream != NULL)
-        tt_stream_free(c->stream);
+    /* shadows of earlier requests run on alone; unfinished copies stop */
+    shadows_release(c, 1, SH_DETACH, "client closed the connection");
+    tt_leg_fini(&c->pri);
     if (c->insp_on)
         tt_inspect_free(&c->insp);
+    if (c->req.pair != NULL) {
+        tt_pair_leg_gone(c->req.pair, 0);
+        c->req.pair = NULL;
+    }
     tt_request_reset(&c->req);
     free(c->req.token_ts);
     tt_head_free(&c->rqh);
-    tt_head_free(&c->rsh);
     event_free(c->ctimer);
-    event_free(c->utimer);
-    evbuffer_free(c->uphead);
     evbuffer_free(c->stage);
-    free(c->side);
     /* close_notify only when nothing was cut (TLS: a close-delimited body) */
-    tt_tls_close(c->cbev, c->rs_msg_done || c->rq == RQ_IDLE);
+    tt_tls_close(c->cbev, c->pri.msg_done || c->rq == RQ_IDLE);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -961,13 +847,18 @@ static void client_write(struct bufferevent *bev, void *arg)
     (void)bev;
 
     c->now = tt_now_mono();
+    if (c->queued_since != 0) {
+        tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->queued_since, c->now);
+        c->queued_since = 0;
+    }
     if (c->closing) {
         conn_free(c);
         return;
     }
-    if (c->rs == RS_BODY || c->rs == RS_TUNNEL)
-        upstream_process(c);
-    else if (c->rs == RS_DONE && c->active) {
+    if (RS(c) == LEG_BODY || RS(c) == LEG_TUNNEL) {
+        c->pri.now = c->now;
+        tt_leg_process(&c->pri);
+    } else if (RS(c) == LEG_DONE && c->active) {
         c->req.ts[TT_TS_DELIVERED] = c->now;
         next_request(c);
     }
@@ -981,85 +872,34 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_CONNECTED) {
         /* TLS handshake done: from now on the idle keep-alive limit */
         if (c->rq == RQ_IDLE)
-            set_timer(c->ctimer, CFG(c)->client_idle_ms);
+            tt_timer_set(c->ctimer, CFG(c)->client_idle_ms);
         return;
     }
     c->now = tt_now_mono();
+    if (what & BEV_EVENT_TIMEOUT) {
+        /* send_timeout: the client stopped taking the response */
+        conn_cancel(c, "client stopped reading (send_timeout)");
+        return;
+    }
+    if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) && c->active &&
+        !c->closing && RS(c) != LEG_TUNNEL &&
+        (c->rq == RQ_DONE ||
+         ((c->rq == RQ_WAIT_UP || c->rq == RQ_BODY) &&
+          evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0))) {
+        /* a half-close after the request (or with its rest still
+         * buffered): it still gets its response; a client that is really
+         * gone fails the next write, and a body that ends short is
+         * cancelled in client_process() */
+        c->client_eof = 1;
+        c->keepalive = 0;
+        bufferevent_disable(c->cbev, EV_READ);
+        return;
+    }
     if (what & BEV_EVENT_ERROR)
         tt_log_debug("client connection error: %s",
                      evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
     tt_tls_log_errors(c->cbev, "client");
     conn_cancel(c, "client closed the connection");
-}
-
-static void upstream_read(struct bufferevent *bev, void *arg)
-{
-    struct tt_conn *c = arg;
-    (void)bev;
-    c->now = tt_now_mono();
-    upstream_process(c);
-}
-
-static void upstream_write(struct bufferevent *bev, void *arg)
-{
-    struct tt_conn *c = arg;
-
-    c->now = tt_now_mono();
-    if (c->rq == RQ_DONE && c->req.ts[TT_TS_REQUEST_SENT] == 0 &&
-        evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-        c->req.ts[TT_TS_REQUEST_SENT] = c->now;
-    if (c->rq == RQ_BODY || c->rq == RQ_TUNNEL)
-        client_process(c);
-}
-
-static void upstream_event(struct bufferevent *bev, short what, void *arg)
-{
-    struct tt_conn *c = arg;
-    const char *tls_why;
-    (void)bev;
-
-    c->now = tt_now_mono();
-    if (what & BEV_EVENT_TIMEOUT) {
-        static const char why[] = "no bytes from the upstream within upstream_idle";
-        tt_request_set_error(&c->req, 504, "upstream_idle_timeout", why);
-        if (c->stream != NULL)
-            tt_stream_end(c->stream, 0, c->now);
-        fail_request(c, 504, "upstream_idle_timeout", why);
-        return;
-    }
-    if (c->rs == RS_TUNNEL) {
-        /* a tunnel is recorded with its latency only: open to close */
-        c->req.ts[TT_TS_RESPONSE_COMPLETE] = c->now;
-        close_upstream(c);
-        request_finish(c);
-        close_after_flush(c);
-        return;
-    }
-    if ((what & BEV_EVENT_EOF) && c->rs == RS_BODY &&
-        llhttp_message_needs_eof(&c->rsp)) {
-        /* close-delimited body: EOF is its proper end */
-        if (llhttp_finish(&c->rsp) == HPE_OK || c->rs_msg_done) {
-            c->keepalive = 0;
-            close_upstream(c);
-            c->rs_msg_done = 1;
-            response_complete(c);
-            return;
-        }
-    }
-    tls_why = tt_tls_log_errors(bev, "upstream");
-    if (c->rs == RS_BODY) {
-        if (c->stream != NULL)
-            tt_stream_end(c->stream, 0, c->now);
-        fail_request(c, 502, "truncated", "upstream closed the connection mid-response");
-    } else if (tls_why != NULL) {
-        /* e.g. a TLS 1.3 upstream refusing our (missing) client certificate */
-        char msg[512];
-        snprintf(msg, sizeof(msg), "upstream TLS error: %.400s", tls_why);
-        fail_request(c, 502, "upstream_tls", msg);
-    } else {
-        fail_request(c, 502, "upstream_reset",
-                     "upstream closed the connection before the response head");
-    }
 }
 
 static void ctimer_cb(evutil_socket_t fd, short what, void *arg)
@@ -1069,25 +909,36 @@ static void ctimer_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
 
     c->now = tt_now_mono();
-    if (c->rq == RQ_HEAD)
+    switch (c->rq) {
+    case RQ_HEAD:
         fail_request(c, 408, "request_timeout", "request head not complete within head_timeout");
-    else if (c->rq == RQ_IDLE)
+        break;
+    case RQ_IDLE:
         conn_free(c);
-}
-
-static void utimer_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct tt_conn *c = arg;
-    (void)fd;
-    (void)what;
-
-    c->now = tt_now_mono();
-    if (c->rq == RQ_WAIT_UP)
-        fail_request(c, 504, "upstream_connect_timeout",
-                     "upstream connect not complete within connect_timeout");
-    else
-        fail_request(c, 504, "upstream_timeout",
-                     "no response head from the upstream within response_timeout");
+        break;
+    case RQ_BODY:
+        if (evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0) {
+            /* bytes wait for the upstream: not the client's delay */
+            tt_timer_set(c->ctimer, CFG(c)->body_idle_ms);
+            break;
+        }
+        fail_request(c, 408, "request_timeout",
+                     "no request body bytes within body_idle_timeout");
+        break;
+    case RQ_TUNNEL: {
+        char shown[TT_REDACT_MAX];
+        tt_redact_path(c->req.path, shown, sizeof(shown));
+        c->req.ts[TT_TS_RESPONSE_COMPLETE] = c->now;
+        tt_log_info("tunnel %.256s idle for upstream_idle_timeout: closed", shown);
+        tt_leg_close(&c->pri);
+        request_finish(c);
+        close_after_flush(c);
+        break;
+    }
+    case RQ_WAIT_UP:
+    case RQ_DONE:
+        break;
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -1107,33 +958,33 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
     c->w = w;
     c->cbev = tt_tls_server_bev(w, fd);
     c->ctimer = evtimer_new(w->base, ctimer_cb, c);
-    c->utimer = evtimer_new(w->base, utimer_cb, c);
-    c->uphead = evbuffer_new();
     c->stage = evbuffer_new();
     tt_head_init(&c->rqh, cfg->max_header_bytes, cfg->max_headers);
-    tt_head_init(&c->rsh, cfg->max_header_bytes, cfg->max_headers);
     tt_request_init(&c->req);
-    if (c->cbev == NULL || c->ctimer == NULL || c->utimer == NULL || c->uphead == NULL ||
-        c->stage == NULL) {
+    if (c->cbev == NULL || c->ctimer == NULL || c->stage == NULL ||
+        tt_leg_init(&c->pri, w, &w->srv->targets[0], c, &c->req) < 0) {
         if (c->cbev)
             bufferevent_free(c->cbev);
         else
             evutil_closesocket(fd);
         if (c->ctimer)
             event_free(c->ctimer);
-        if (c->utimer)
-            event_free(c->utimer);
-        if (c->uphead)
-            evbuffer_free(c->uphead);
         if (c->stage)
             evbuffer_free(c->stage);
+        tt_leg_fini(&c->pri);
+        tt_head_free(&c->rqh);
         free(c);
         return NULL;
     }
-    set_nodelay(c->cbev);
+    tt_nodelay(c->cbev);
     c->plain_client = bufferevent_openssl_get_ssl(c->cbev) == NULL;
     bufferevent_setcb(c->cbev, client_read, client_write, client_event, c);
     bufferevent_setwatermark(c->cbev, EV_READ, 0, cfg->buffer_bytes);
+    {
+        struct timeval send = { cfg->send_timeout_ms / 1000,
+                                (cfg->send_timeout_ms % 1000) * 1000 };
+        bufferevent_set_timeouts(c->cbev, NULL, &send);
+    }
     bufferevent_enable(c->cbev, EV_READ | EV_WRITE);
     c->next = w->conns;
     if (w->conns)
@@ -1143,46 +994,8 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
     c->rq = RQ_IDLE;
     /* a TLS handshake must finish within the head deadline: a client that
      * sends a partial or bogus record is cut then, not after client_idle */
-    set_timer(c->ctimer, c->plain_client ? cfg->client_idle_ms : cfg->head_timeout_ms);
+    tt_timer_set(c->ctimer, c->plain_client ? cfg->client_idle_ms : cfg->head_timeout_ms);
     return c;
-}
-
-void tt_conn_upstream_ready(struct tt_conn *c, struct tt_upconn *u, int reused)
-{
-    c->up = u;
-    u->owner = c;
-    c->now = tt_now_mono();
-    c->req.upstream_reused = reused ? 1 : 0;
-    c->req.ts[TT_TS_UPSTREAM_CONNECTED] = reused ? c->now : u->connected;
-    if (u->tls_done)
-        c->req.ts[TT_TS_UPSTREAM_TLS] = reused ? c->now : u->tls_done;
-    set_nodelay(u->bev);
-    bufferevent_setcb(u->bev, upstream_read, upstream_write, upstream_event, c);
-    bufferevent_setwatermark(u->bev, EV_READ, 0, CFG(c)->buffer_bytes);
-    bufferevent_set_timeouts(u->bev, NULL, NULL);
-    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
-    evbuffer_add_buffer(bufferevent_get_output(u->bev), c->uphead);
-    llhttp_init(&c->rsp, HTTP_RESPONSE, &rs_settings);
-    c->rsp.data = c;
-    c->rs = RS_WAIT_HEAD;
-    c->rq = RQ_BODY;
-    llhttp_resume(&c->rqp);
-    set_timer(c->utimer, CFG(c)->response_timeout_ms);
-    if (!c->in_process)
-        client_process(c);
-}
-
-void tt_conn_upstream_pending(struct tt_conn *c, struct tt_upconn *u)
-{
-    c->up = u;
-}
-
-void tt_conn_upstream_failed(struct tt_conn *c, int status, const char *type,
-                             const char *msg)
-{
-    c->now = tt_now_mono();
-    c->up = NULL;
-    fail_request(c, status, type, msg);
 }
 
 struct tt_conn *tt_conn_next(struct tt_conn *c)

@@ -16,20 +16,12 @@
 
 struct tt_worker;
 struct tt_conn;
-struct tt_upconn;
+struct tt_leg;
+struct tt_head;
+struct evbuffer;
 
 /* take an accepted socket; returns NULL (socket closed) on failure */
 struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd);
-
-/* a new upstream connection <u> is connecting for <c> (NULL: no longer);
- * <c> closes it if the request ends first */
-void tt_conn_upstream_pending(struct tt_conn *c, struct tt_upconn *u);
-/* the upstream connection asked for with tt_upstream_get() is ready */
-void tt_conn_upstream_ready(struct tt_conn *c, struct tt_upconn *u,
-                            int reused);
-/* ... or could not be had; <type> is a static string */
-void tt_conn_upstream_failed(struct tt_conn *c, int status, const char *type,
-                             const char *msg);
 
 /* the next connection in the worker's list (draining walks it) */
 struct tt_conn *tt_conn_next(struct tt_conn *c);
@@ -38,5 +30,34 @@ struct tt_conn *tt_conn_next(struct tt_conn *c);
 void tt_conn_drain(struct tt_conn *c);
 /* shutdown: close at once */
 void tt_conn_abort(struct tt_conn *c);
+
+/*
+ * What the primary leg (proxy/leg.c) asks of its client connection: the
+ * response's way to the client.
+ */
+/* the buffer response bytes are staged in, and handing them over */
+struct evbuffer *tt_conn_stage(struct tt_conn *c);
+void tt_conn_flush(struct tt_conn *c);
+/* does the client hold buffer_bytes or more unsent? (backpressure) */
+int  tt_conn_full(struct tt_conn *c);
+/* write the client's version of the response head; 0, or -1 when the
+ * request was failed */
+int  tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
+                           int status, int chunked);
+/* the response is complete */
+void tt_conn_response_done(struct tt_conn *c);
+/* the upstream failed the request; <type> is a static string */
+void tt_conn_leg_failed(struct tt_conn *c, int status, const char *type,
+                        const char *msg);
+/* the upstream connection is ready / has taken what was queued */
+void tt_conn_upstream_ready(struct tt_conn *c);
+void tt_conn_upstream_drained(struct tt_conn *c);
+/* the response ends with the connection (close-delimited) */
+void tt_conn_no_keepalive(struct tt_conn *c);
+/* tunnels (101): bytes moved, or the upstream side closed */
+void tt_conn_tunnel_activity(struct tt_conn *c);
+void tt_conn_tunnel_closed(struct tt_conn *c);
+/* a shadow leg leaves the connection's list */
+void tt_conn_shadow_unlink(struct tt_conn *c, struct tt_leg *l);
 
 #endif

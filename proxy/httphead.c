@@ -221,6 +221,14 @@ const char *tt_head_framing_error(const struct tt_head *h)
 int tt_head_copy_fields(const struct tt_head *h, struct evbuffer *out,
                         enum tt_head_dir dir, int keep_upgrade, int drop_te)
 {
+    return tt_head_copy_fields_skip(h, out, dir, keep_upgrade, drop_te, NULL, NULL, 0);
+}
+
+int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
+                             enum tt_head_dir dir, int keep_upgrade, int drop_te,
+                             const char *const *names, const size_t *lens,
+                             unsigned nnames)
+{
     static const char *const hop[] = {
         "connection", "keep-alive", "proxy-connection", "te", "trailer",
         "upgrade", "host", NULL
@@ -244,6 +252,10 @@ int tt_head_copy_fields(const struct tt_head *h, struct evbuffer *out,
         }
         if (!skip && drop_te && name_is(h, f, "transfer-encoding"))
             skip = 1;
+        for (k = 0; !skip && k < nnames; k++)
+            if (f->nlen == lens[k] &&
+                strncasecmp(h->buf + f->name, names[k], lens[k]) == 0)
+                skip = 1;
         /* fields named by Connection are hop-by-hop too */
         if (!skip && f->nlen < sizeof(name)) {
             memcpy(name, h->buf + f->name, f->nlen);

@@ -78,6 +78,13 @@ int tt_head_copy_fields(const struct tt_head *h, struct evbuffer *out,
 void tt_error_response(struct evbuffer *out, int status, const char *type,
                        const char *code, const char *message, int close);
 
+/* the same, also leaving out the fields named in <names> (<lens> bytes
+ * each, case-insensitive): a shadow's removed or replaced headers */
+int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
+                             enum tt_head_dir dir, int keep_upgrade, int drop_te,
+                             const char *const *names, const size_t *lens,
+                             unsigned nnames);
+
 const char *tt_status_reason(int status);
 
 #endif

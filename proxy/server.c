@@ -32,11 +32,13 @@
 
 #include "metrics/agg.h"
 #include "metrics/clock.h"
+#include "metrics/pairs.h"
 #include "metrics/record.h"
 #include "proxy/admin.h"
 #include "proxy/conn.h"
 #include "proxy/inspect.h"
 #include "proxy/jsonarena.h"
+#include "proxy/leg.h"
 #include "proxy/listen.h"
 #include "proxy/log.h"
 #include "proxy/ratelimit.h"
@@ -59,8 +61,10 @@ void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
     char *line;
     size_t len;
 
-    w->inflight--;
-    tt_agg_inflight(w->agg, -1);
+    if (!r->shadow) {               /* in flight counts client requests */
+        w->inflight--;
+        tt_agg_inflight(w->agg, -1);
+    }
     tt_metrics_compute(r, &m, &source);
     if (srv->have_slo) {
         const char *model = r->model[0] ? r->model : r->s.model;
@@ -76,12 +80,23 @@ void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
         if (line != NULL)
             tt_recorder_submit(srv->rec, line, len);
     }
+    if (r->pair != NULL) {
+        tt_pair_leg_done(r->pair, r->target_idx, r, &m);
+        r->pair = NULL;
+    }
 }
 
 void tt_worker_conn_gone(struct tt_worker *w)
 {
-    if (w->draining && w->nconns == 0)
+    if (w->draining && w->nconns == 0 && w->nlegs == 0)
         event_base_loopexit(w->base, NULL);
+}
+
+/* abandon every shadow leg still running (grace over, shutdown) */
+static void abort_legs(struct tt_worker *w)
+{
+    while (w->legs != NULL)
+        tt_leg_abort(w->legs);
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
@@ -112,11 +127,12 @@ static void on_grace(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
 
-    if (w->nconns > 0)
-        tt_log_warn("worker %d: drain grace period over, closing %u connections",
-                    w->id, w->nconns);
+    if (w->nconns > 0 || w->nlegs > 0)
+        tt_log_warn("worker %d: drain grace period over, closing %u connections "
+                    "and %u shadow requests", w->id, w->nconns, w->nlegs);
     while (w->conns != NULL)
         tt_conn_abort(w->conns);
+    abort_legs(w);
     event_base_loopexit(w->base, NULL);
 }
 
@@ -147,7 +163,7 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
         next = tt_conn_next(c);
         tt_conn_drain(c);
     }
-    if (w->nconns == 0)
+    if (w->nconns == 0 && w->nlegs == 0)
         event_base_loopexit(w->base, NULL);
 }
 
@@ -217,8 +233,14 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
     w->cfg = &srv->cfg;
     w->up = &srv->up;
     w->agg = agg;
+    tt_agg_add_delay(agg, &w->delay);
     w->base = event_base_new();
     if (w->base == NULL)
+        return -1;
+    /* three priorities: everything runs at the default (1); shadow legs'
+     * sockets at 2, so that when both are ready the primary's events and
+     * the clients' run first (proxy/leg.c) */
+    if (event_base_priority_init(w->base, TT_PRIO_COUNT) < 0)
         return -1;
     w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                                      EVDNS_BASE_DISABLE_WHEN_INACTIVE);
@@ -250,6 +272,7 @@ static void worker_free(struct tt_worker *w)
 {
     while (w->conns != NULL)
         tt_conn_abort(w->conns);
+    abort_legs(w);
     tt_upstream_close_idle(w);
     tt_listen_guard_free(w->lguard);
     if (w->listener)
@@ -318,9 +341,14 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
     tt_log_level = cfg->log_level;
     tt_inspect_set_budget(cfg->inspect_budget);
 
-    if (tt_url_parse(cfg->upstream, &srv->up, err, sizeof(err)) < 0) {
-        tt_log_error("--upstream: %s", err);
-        goto out;
+    {
+        int n = tt_targets_build(&srv->cfg, srv->targets, err, sizeof(err));
+        if (n < 0) {
+            tt_log_error("%s", err);
+            goto out;
+        }
+        srv->ntargets = (unsigned)n;
+        srv->up = srv->targets[0].url;
     }
     if (tt_config_slo_set(cfg, &srv->slos, err, sizeof(err)) < 0) {
         tt_log_error("%s", err);
@@ -333,10 +361,25 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
     }
     memset(&aopts, 0, sizeof(aopts));
     aopts.model_cap = cfg->model_label_cap;
+    aopts.semconv = cfg->metrics_semconv;
     agg = tt_agg_new(&aopts);
     if (agg == NULL) {
         tt_log_error("cannot create the aggregator");
         goto out;
+    }
+    if (srv->ntargets > 1) {
+        const char *names[TT_MAX_TARGETS];
+        for (i = 0; i < srv->ntargets; i++) {
+            names[i] = srv->targets[i].name;
+            if (i > 0)
+                tt_agg_add_upstream(agg, names[i]);
+        }
+        srv->pairs = tt_pairs_new(names, srv->ntargets);
+        if (srv->pairs == NULL) {
+            tt_log_error("cannot create the shadow comparison store");
+            goto out;
+        }
+        tt_agg_set_pairs(agg, srv->pairs);
     }
     if (cfg->record[0]) {
         srv->rec = tt_recorder_open(cfg->record, cfg->record_queue, err, sizeof(err));
@@ -385,6 +428,14 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
                     TT_VERSION, srv->cfg.listen, srv->up.tls ? "https" : "http",
                     srv->up.authority, srv->up.base_path, admin, srv->nworkers,
                     srv->nworkers > 1 ? "s" : "");
+        for (i = 1; i < srv->ntargets; i++) {
+            const struct tt_target *t = &srv->targets[i];
+            tt_log_info("shadow %s: %s://%s%s, sample %g%s%s, max_inflight %u",
+                        t->name, t->url.tls ? "https" : "http", t->url.authority,
+                        t->url.base_path, t->sample,
+                        t->sh->sample_key[0] ? " by " : "", t->sh->sample_key,
+                        t->sh->max_inflight);
+        }
     }
     for (started = 1; started < srv->nworkers; started++)
         if (pthread_create(&srv->workers[started].thread, NULL, worker_main,
@@ -448,6 +499,7 @@ out:
     }
     tt_recorder_close(srv->rec);
     tt_agg_free(agg);
+    tt_pairs_free(srv->pairs);
     tt_tls_free(srv->tls);
     pthread_rwlock_destroy(&srv->slo_lock);
     free(srv);

@@ -10,23 +10,28 @@
 
 #include "metrics/slo.h"
 #include "proxy/config.h"
+#include "proxy/target.h"
 #include "proxy/url.h"
 
 struct tt_worker;
 struct tt_recorder;
 struct tt_admin;
 struct tt_tls_ctx;
+struct tt_pairs;
 
 struct tt_server {
     struct tt_config    cfg;        /* owned copy */
     int                 argc;       /* the command line, for SIGHUP */
     char              **argv;       /* borrowed */
-    struct tt_url       up;
+    struct tt_url       up;         /* == targets[0].url */
+    struct tt_target    targets[TT_MAX_TARGETS];    /* 0 primary, then shadows */
+    unsigned            ntargets;
     struct tt_worker   *workers;    /* owned, cfg.workers entries */
     unsigned            nworkers;
     struct tt_recorder *rec;        /* owned, may be NULL */
     struct tt_admin    *admin;      /* owned, may be NULL */
     struct tt_tls_ctx  *tls;        /* owned, may be NULL */
+    struct tt_pairs    *pairs;      /* owned: shadow comparisons, NULL without shadows */
 
     /* SLOs: replaced as a whole on SIGHUP, read under <slo_lock> */
     pthread_rwlock_t    slo_lock;

@@ -18,23 +18,28 @@
 #include <event2/event.h>
 
 #include "metrics/request.h"
-#include "proxy/conn.h"
+#include "proxy/leg.h"
 #include "proxy/log.h"
 #include "proxy/worker.h"
 #include "tls/tls.h"
 
+static struct tt_pool *pool_of(struct tt_upconn *u)
+{
+    return &u->w->pools[u->t->idx];
+}
+
 static void pool_unlink(struct tt_upconn *u)
 {
-    struct tt_worker *w = u->w;
+    struct tt_pool *p = pool_of(u);
 
     if (u->prev)
         u->prev->next = u->next;
     else
-        w->idle = u->next;
+        p->idle = u->next;
     if (u->next)
         u->next->prev = u->prev;
     u->next = u->prev = NULL;
-    w->nidle--;
+    p->nidle--;
 }
 
 void tt_upstream_close(struct tt_upconn *u)
@@ -62,9 +67,10 @@ static void pool_read(struct bufferevent *bev, void *arg)
 void tt_upstream_put(struct tt_upconn *u)
 {
     struct tt_worker *w = u->w;
+    struct tt_pool *p = pool_of(u);
 
     u->owner = NULL;
-    if (w->nidle >= w->cfg->upstream_pool || w->draining) {
+    if (p->nidle >= u->t->pool || w->draining) {
         tt_upstream_close(u);
         return;
     }
@@ -72,34 +78,36 @@ void tt_upstream_put(struct tt_upconn *u)
      * after 5 s); closing ours first keeps a request from being written
      * into a connection the server is closing at that very moment */
     {
-        struct timeval idle = { w->cfg->upstream_pool_idle_ms / 1000,
-                                (w->cfg->upstream_pool_idle_ms % 1000) * 1000 };
+        struct timeval idle = { u->t->pool_idle_ms / 1000,
+                                (u->t->pool_idle_ms % 1000) * 1000 };
         bufferevent_setcb(u->bev, pool_read, NULL, pool_event, u);
         bufferevent_set_timeouts(u->bev, &idle, NULL);
     }
     bufferevent_enable(u->bev, EV_READ);
-    u->next = w->idle;
+    u->next = p->idle;
     u->prev = NULL;
-    if (w->idle)
-        w->idle->prev = u;
-    w->idle = u;
-    w->nidle++;
+    if (p->idle)
+        p->idle->prev = u;
+    p->idle = u;
+    p->nidle++;
 }
 
 void tt_upstream_close_idle(struct tt_worker *w)
 {
-    while (w->idle != NULL) {
-        struct tt_upconn *u = w->idle;
-        pool_unlink(u);
-        tt_upstream_close(u);
-    }
+    for (unsigned i = 0; i < TT_MAX_TARGETS; i++)
+        while (w->pools[i].idle != NULL) {
+            struct tt_upconn *u = w->pools[i].idle;
+            pool_unlink(u);
+            tt_upstream_close(u);
+        }
 }
 
 static void connect_event(struct bufferevent *bev, short what, void *arg)
 {
     struct tt_upconn *u = arg;
-    struct tt_conn *c = u->owner;
-    int tls = u->w->up->tls;
+    struct tt_leg *l = u->owner;
+    const struct tt_url *url = &u->t->url;
+    int tls = url->tls;
     (void)bev;
 
     if (what & BEV_EVENT_CONNECTED) {
@@ -110,12 +118,12 @@ static void connect_event(struct bufferevent *bev, short what, void *arg)
             char why[256], msg[1024];
 
             u->connected = now;
-            u->bev = tt_tls_upstream_start(u->w, u->bev, why, sizeof(why));
+            u->bev = tt_tls_upstream_start(u->w, u->t, u->bev, why, sizeof(why));
             if (u->bev == NULL) {
                 snprintf(msg, sizeof(msg), "TLS to upstream %s:%s: %s",
-                         u->w->up->host, u->w->up->port, why);
+                         url->host, url->port, why);
                 free(u);
-                tt_conn_upstream_failed(c, 502, "upstream_tls", msg);
+                tt_leg_upstream_failed(l, 502, "upstream_tls", msg);
                 return;
             }
             bufferevent_setcb(u->bev, NULL, NULL, connect_event, u);
@@ -126,7 +134,7 @@ static void connect_event(struct bufferevent *bev, short what, void *arg)
             u->tls_done = now;
         else
             u->connected = now;
-        tt_conn_upstream_ready(c, u, 0);
+        tt_leg_upstream_ready(l, u, 0);
         return;
     }
     {
@@ -145,45 +153,53 @@ static void connect_event(struct bufferevent *bev, short what, void *arg)
             why = evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR());
         snprintf(msg, sizeof(msg), "%s upstream %s:%s: %s",
                  in_tls ? "TLS handshake with" : "cannot connect to",
-                 u->w->up->host, u->w->up->port, why);
+                 url->host, url->port, why);
         tt_upstream_close(u);
-        tt_conn_upstream_failed(c, 502, in_tls ? "upstream_tls" : "upstream_connect", msg);
+        tt_leg_upstream_failed(l, 502, in_tls ? "upstream_tls" : "upstream_connect", msg);
     }
 }
 
-int tt_upstream_get(struct tt_worker *w, struct tt_conn *c)
+int tt_upstream_get(struct tt_worker *w, const struct tt_target *t,
+                    struct tt_leg *l)
 {
-    struct tt_upconn *u = w->idle;
+    struct tt_upconn *u = w->pools[t->idx].idle;
 
     if (u != NULL) {
         pool_unlink(u);
-        u->owner = c;
-        tt_conn_upstream_ready(c, u, 1);
+        u->owner = l;
+        tt_leg_upstream_ready(l, u, 1);
         return 0;
     }
-    u = calloc(1, sizeof(*u));
+    return tt_upstream_new(w, t, l);
+}
+
+int tt_upstream_new(struct tt_worker *w, const struct tt_target *t,
+                    struct tt_leg *l)
+{
+    struct tt_upconn *u = calloc(1, sizeof(*u));
     if (u == NULL) {
-        tt_conn_upstream_failed(c, 502, "upstream_connect", "out of memory");
+        tt_leg_upstream_failed(l, 502, "upstream_connect", "out of memory");
         return -1;
     }
     u->w = w;
-    u->owner = c;
+    u->t = t;
+    u->owner = l;
     u->connecting = 1;
     u->bev = tt_tls_upstream_bev(w);
     if (u->bev == NULL) {
         free(u);
-        tt_conn_upstream_failed(c, 502, "upstream_connect", "cannot create a connection");
+        tt_leg_upstream_failed(l, 502, "upstream_connect", "cannot create a connection");
         return -1;
     }
     bufferevent_setcb(u->bev, NULL, NULL, connect_event, u);
     /* the owner learns of the connection only on success; until then a
      * failure is reported through connect_event */
-    tt_conn_upstream_pending(c, u);
+    tt_leg_upstream_pending(l, u);
     if (bufferevent_socket_connect_hostname(u->bev, w->dns, AF_UNSPEC,
-                                            w->up->host, atoi(w->up->port)) < 0) {
-        tt_conn_upstream_pending(c, NULL);
+                                            t->url.host, atoi(t->url.port)) < 0) {
+        tt_leg_upstream_pending(l, NULL);
         tt_upstream_close(u);
-        tt_conn_upstream_failed(c, 502, "upstream_connect", "cannot start the upstream connect");
+        tt_leg_upstream_failed(l, 502, "upstream_connect", "cannot start the upstream connect");
         return -1;
     }
     return 0;

@@ -14,12 +14,14 @@
 
 struct bufferevent;
 struct tt_worker;
-struct tt_conn;
+struct tt_leg;
+struct tt_target;
 
 struct tt_upconn {
     struct tt_worker   *w;          /* borrowed */
+    const struct tt_target *t;      /* borrowed: where it goes */
     struct bufferevent *bev;        /* owned, closes the socket */
-    struct tt_conn     *owner;      /* borrowed while in use, NULL in the pool */
+    struct tt_leg      *owner;      /* borrowed while in use, NULL in the pool */
     struct tt_upconn   *next, *prev;/* pool links */
     uint64_t            connected;  /* monotonic ns the connect completed */
     uint64_t            tls_done;   /* monotonic ns the handshake completed */
@@ -27,18 +29,28 @@ struct tt_upconn {
     unsigned            connecting:1;
 };
 
+/* the idle connections of one target on one worker (LIFO) */
+struct tt_pool {
+    struct tt_upconn *idle;
+    unsigned          nidle;
+};
+
 /*
- * Get a connection for <c>: from the pool (tt_conn_upstream_ready() is
- * called before this returns, reused=1) or a new one (called later, or
- * tt_conn_upstream_failed()).  Returns 0, or -1 when nothing could be
- * started (tt_conn_upstream_failed() was called).
+ * Get a connection to <t> for leg <l>: from the pool (tt_leg_upstream_ready()
+ * is called before this returns, reused=1) or a new one (called later, or
+ * tt_leg_upstream_failed()).  Returns 0, or -1 when nothing could be
+ * started (tt_leg_upstream_failed() was called).
  */
-int  tt_upstream_get(struct tt_worker *w, struct tt_conn *c);
+int  tt_upstream_get(struct tt_worker *w, const struct tt_target *t,
+                     struct tt_leg *l);
+/* the same, always on a new connection (a retry after a stale one) */
+int  tt_upstream_new(struct tt_worker *w, const struct tt_target *t,
+                     struct tt_leg *l);
 /* give a clean, idle connection back to the pool (or close it) */
 void tt_upstream_put(struct tt_upconn *u);
 /* close and free */
 void tt_upstream_close(struct tt_upconn *u);
-/* close every pooled connection (drain, shutdown) */
+/* close every pooled connection of every target (drain, shutdown) */
 void tt_upstream_close_idle(struct tt_worker *w);
 
 #endif

@@ -11,7 +11,10 @@
 #include <stdint.h>
 #include <pthread.h>
 
+#include "metrics/delay.h"
 #include "proxy/config.h"
+#include "proxy/target.h"
+#include "proxy/upstream.h"
 #include "proxy/url.h"
 
 struct event_base;
@@ -24,6 +27,10 @@ struct tt_request;
 struct tt_server;
 struct tt_listen_guard;
 
+/* event priorities of a worker's loop: shadows below everything else */
+#define TT_PRIO_COUNT  3
+#define TT_PRIO_SHADOW 2
+
 struct tt_worker {
     int                    id;
     struct tt_server      *srv;        /* borrowed: the process */
@@ -34,15 +41,18 @@ struct tt_worker {
     struct evconnlistener *listener;   /* owned */
     struct tt_listen_guard *lguard;    /* owned: EMFILE pause of <listener> */
     pthread_t              thread;
-    struct tt_agg         *agg;        /* owned: this worker's aggregates */
+    struct tt_agg         *agg;        /* borrowed: the process's aggregates */
+    struct tt_delay        delay;      /* tokentap's own hand-off delay */
     unsigned               inflight;   /* requests in progress */
 
     /* client connections, for draining; owned */
     struct tt_conn        *conns;
     unsigned               nconns;
-    /* idle pooled upstream connections; owned */
-    struct tt_upconn      *idle;
-    unsigned               nidle;
+    /* idle pooled upstream connections, one pool per target; owned */
+    struct tt_pool         pools[TT_MAX_TARGETS];
+    /* shadow legs running (linked through tt_leg.wnext); owned */
+    struct tt_leg         *legs;
+    unsigned               nlegs;
 
     unsigned               draining:1;
     struct event          *drain_ev;   /* asks the loop to drain (any thread) */
@@ -53,7 +63,8 @@ struct tt_worker {
 void tt_worker_request_start(struct tt_worker *w);
 /* a request finished: metrics, SLO, aggregates, record (proxy/server.c) */
 void tt_worker_request_done(struct tt_worker *w, struct tt_request *r);
-/* a connection was closed; exits the loop when draining and none is left */
+/* a connection (or shadow leg) was closed; exits the loop when draining
+ * and none is left */
 void tt_worker_conn_gone(struct tt_worker *w);
 
 #endif

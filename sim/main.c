@@ -66,6 +66,8 @@ static void usage(FILE *f)
 "  --tls-key FILE         and this private key\n"
 "  --tls-client-ca FILE   require client certificates signed by this CA\n"
 "  --log                  one line per request on stderr\n"
+"  --latency-scale F      multiply every request's ttft_ms, gap_ms and\n"
+"                         headers_delay_ms by F (a slower candidate: 1.5)\n"
 "  --help                 this text\n"
 "\n"
 "Other endpoints: GET /health, GET /stats, POST /stats/reset, POST /echo,\n"
@@ -218,6 +220,15 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--log")) {
             sim_srv.log = 1;
+            continue;
+        } else if (!strcmp(a, "--latency-scale")) {
+            char *end;
+            if (i + 1 >= argc || (sim_srv.latency_scale = strtod(argv[i + 1], &end)) <= 0 ||
+                *end != '\0' || sim_srv.latency_scale > 1000) {
+                fprintf(stderr, "tokentap-sim: --latency-scale needs a factor, 0 < F <= 1000\n");
+                return 2;
+            }
+            i++;
             continue;
         } else if (!strcmp(a, "--listen")) {
             dst = &listen_at;

@@ -592,6 +592,12 @@ struct sim_resp *sim_resp_start(struct sim_conn *c, struct sim_req *q,
         const cJSON *so = cJSON_GetObjectItemCaseSensitive(r->body, "stream_options");
         r->g.usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
     }
+    if (sim_srv.latency_scale > 0 && sim_srv.latency_scale != 1.0) {
+        /* a slower (or faster) server for the same requests: shadow demos */
+        r->o.ttft_ms = (int)(r->o.ttft_ms * sim_srv.latency_scale + 0.5);
+        r->o.gap_ms = (int)(r->o.gap_ms * sim_srv.latency_scale + 0.5);
+        r->o.headers_delay_ms = (int)(r->o.headers_delay_ms * sim_srv.latency_scale + 0.5);
+    }
     r->r_events = (r->o.reasoning_tokens + r->o.tokens_per_event - 1) /
                   r->o.tokens_per_event;
     r->ev_total = r->r_events + (r->o.tokens + r->o.tokens_per_event - 1) /

@@ -41,6 +41,7 @@ struct sim_server {
     struct event_base *base;
     SSL_CTX *ssl;                 /* NULL = plain HTTP */
     int log;                      /* --log: one line per request on stderr */
+    double latency_scale;         /* --latency-scale: ttft/gap/headers delays times this */
     struct sim_conn *conns;       /* every open connection (owned) */
     uint64_t requests;            /* requests received, GET /stats excluded */
     uint64_t connections;         /* connections accepted */

@@ -73,8 +73,9 @@ struct tt_tls_ctx {
     struct tt_server   *srv;        /* borrowed: paths in srv->cfg, srv->up */
     pthread_mutex_t     lock;       /* guards <server> and <upstream> */
     SSL_CTX            *server;     /* owned reference, NULL without tls_cert */
-    SSL_CTX            *upstream;   /* owned reference, NULL for http:// */
-    struct tt_tls_slot *slots;      /* owned, one per worker */
+    SSL_CTX            *upstream[TT_MAX_TARGETS];  /* owned references, one per
+                                                   * https:// target, else NULL */
+    struct tt_tls_slot *slots;      /* owned, one per worker and target */
     unsigned            nslots;
 };
 
@@ -304,9 +305,25 @@ static int on_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
     return 0;
 }
 
-static SSL_CTX *upstream_ctx_new(const struct tt_config *cfg, char *err,
+/* the flag or key names of <tg>'s settings, for messages */
+static void target_flags(const struct tt_target *tg, char *ca, char *cert,
+                         char *key, size_t len)
+{
+    if (tg->sh == NULL) {
+        snprintf(ca, len, "--upstream-ca");
+        snprintf(cert, len, "--upstream-cert");
+        snprintf(key, len, "--upstream-key");
+    } else {
+        snprintf(ca, len, "shadow %s: ca", tg->name);
+        snprintf(cert, len, "shadow %s: cert", tg->name);
+        snprintf(key, len, "shadow %s: key", tg->name);
+    }
+}
+
+static SSL_CTX *upstream_ctx_new(const struct tt_target *tg, char *err,
                                  size_t errlen)
 {
+    char fca[64], fcert[64], fkey[64];
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 
     if (ctx == NULL) {
@@ -314,12 +331,13 @@ static SSL_CTX *upstream_ctx_new(const struct tt_config *cfg, char *err,
         return NULL;
     }
     common_options(ctx);
-    if (cfg->upstream_insecure) {
+    target_flags(tg, fca, fcert, fkey, sizeof(fca));
+    if (tg->insecure) {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
     } else {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-        if (cfg->upstream_ca[0]) {
-            if (load_ca(ctx, cfg->upstream_ca, "--upstream-ca", err, errlen) < 0)
+        if (tg->ca[0]) {
+            if (load_ca(ctx, tg->ca, fca, err, errlen) < 0)
                 goto fail;
         } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
             snprintf(err, errlen, "cannot load the system CA store: %s",
@@ -327,9 +345,8 @@ static SSL_CTX *upstream_ctx_new(const struct tt_config *cfg, char *err,
             goto fail;
         }
     }
-    if (cfg->upstream_cert[0]) {
-        if (load_pair(ctx, cfg->upstream_cert, cfg->upstream_key, "--upstream-cert",
-                      "--upstream-key", err, errlen) < 0)
+    if (tg->cert[0]) {
+        if (load_pair(ctx, tg->cert, tg->key, fcert, fkey, err, errlen) < 0)
             goto fail;
     } else {
         SSL_CTX_set_client_cert_cb(ctx, on_client_cert);
@@ -356,16 +373,15 @@ static void log_server_ctx(SSL_CTX *ctx, const char *what)
         tt_log_warn("%s: the certificate is not valid yet", what);
 }
 
-static void log_upstream_ctx(const struct tt_config *cfg, SSL_CTX *ctx,
+static void log_upstream_ctx(const struct tt_target *tg, SSL_CTX *ctx,
                              const char *what)
 {
     char desc[512] = "";
 
-    if (cfg->upstream_cert[0])
+    if (tg->cert[0])
         describe_cert(SSL_CTX_get0_certificate(ctx), desc, sizeof(desc));
-    tt_log_info("%s: verify %s%s%s", what,
-                cfg->upstream_insecure ? "off"
-                : cfg->upstream_ca[0]  ? cfg->upstream_ca : "system CA store",
+    tt_log_info("%s %s: verify %s%s%s", what, tg->name,
+                tg->insecure ? "off" : tg->ca[0] ? tg->ca : "system CA store",
                 desc[0] ? ", client certificate " : "", desc);
 }
 
@@ -437,18 +453,19 @@ struct bufferevent *tt_tls_upstream_bev(struct tt_worker *w)
 }
 
 struct bufferevent *tt_tls_upstream_start(struct tt_worker *w,
+                                          const struct tt_target *tg,
                                           struct bufferevent *tcp,
                                           char *why, size_t whylen)
 {
     struct tt_tls_ctx *t = w->srv->tls;
-    const char *host = w->up->host;
+    const char *host = tg->url.host;
     evutil_socket_t fd = bufferevent_getfd(tcp);
     struct tt_tls_slot *slot = NULL;
     struct bufferevent *bev;
     SSL_CTX *ctx;
     SSL *ssl;
 
-    ctx = t != NULL ? ctx_get(t, &t->upstream) : NULL;
+    ctx = t != NULL ? ctx_get(t, &t->upstream[tg->idx]) : NULL;
     if (ctx == NULL || fd < 0) {
         snprintf(why, whylen, "no TLS context for the upstream");
         SSL_CTX_free(ctx);
@@ -462,8 +479,8 @@ struct bufferevent *tt_tls_upstream_start(struct tt_worker *w,
         bufferevent_free(tcp);
         return NULL;
     }
-    if (w->id >= 0 && (unsigned)w->id < t->nslots)
-        slot = &t->slots[w->id];
+    if (w->id >= 0 && (unsigned)w->id * TT_MAX_TARGETS + tg->idx < t->nslots)
+        slot = &t->slots[(unsigned)w->id * TT_MAX_TARGETS + tg->idx];
     SSL_set_ex_data(ssl, slot_index, slot);
     if (is_ip_literal(host)) {
         /* no SNI for addresses (RFC 6066); the certificate must name the IP */
@@ -581,8 +598,12 @@ int tt_tls_setup(struct tt_server *srv, struct tt_tls_ctx **out, char *err,
     const struct tt_config *cfg = &srv->cfg;
     struct tt_tls_ctx *t;
 
+    int any_tls = 0;
+
     *out = NULL;
-    if (!cfg->tls_cert[0] && !srv->up.tls)
+    for (unsigned i = 0; i < srv->ntargets; i++)
+        any_tls |= srv->targets[i].url.tls;
+    if (!cfg->tls_cert[0] && !any_tls)
         return 0;
     if (slot_index < 0)
         slot_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
@@ -595,7 +616,7 @@ int tt_tls_setup(struct tt_server *srv, struct tt_tls_ctx **out, char *err,
     }
     t->srv = srv;
     pthread_mutex_init(&t->lock, NULL);
-    t->nslots = cfg->workers > 0 ? (unsigned)cfg->workers : 1;
+    t->nslots = (cfg->workers > 0 ? (unsigned)cfg->workers : 1) * TT_MAX_TARGETS;
     t->slots = calloc(t->nslots, sizeof(*t->slots));
     if (t->slots == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -610,14 +631,18 @@ int tt_tls_setup(struct tt_server *srv, struct tt_tls_ctx **out, char *err,
             tt_log_info("TLS on the listener: client certificates required, "
                         "CA %s", cfg->tls_client_ca);
     }
-    if (srv->up.tls) {
-        t->upstream = upstream_ctx_new(cfg, err, errlen);
-        if (t->upstream == NULL)
+    for (unsigned i = 0; i < srv->ntargets; i++) {
+        const struct tt_target *tg = &srv->targets[i];
+        if (!tg->url.tls)
+            continue;
+        t->upstream[i] = upstream_ctx_new(tg, err, errlen);
+        if (t->upstream[i] == NULL)
             goto fail;
-        log_upstream_ctx(cfg, t->upstream, "TLS to the upstream");
-        if (cfg->upstream_insecure)
-            tt_log_warn("--upstream-insecure: the upstream's certificate is NOT "
-                        "verified; anyone on the path can read and alter traffic");
+        log_upstream_ctx(tg, t->upstream[i], "TLS to upstream");
+        if (tg->insecure)
+            tt_log_warn("%s: the certificate of upstream %s is NOT verified; anyone "
+                        "on the path can read and alter traffic",
+                        tg->sh ? "insecure" : "--upstream-insecure", tg->name);
     }
     *out = t;
     return 0;
@@ -641,13 +666,17 @@ void tt_tls_reload(struct tt_tls_ctx *t)
             ctx_swap(t, &t->server, fresh);
         }
     }
-    if (t->srv->up.tls) {
-        fresh = upstream_ctx_new(cfg, err, sizeof(err));
+    for (unsigned i = 0; i < t->srv->ntargets; i++) {
+        const struct tt_target *tg = &t->srv->targets[i];
+        if (!tg->url.tls)
+            continue;
+        fresh = upstream_ctx_new(tg, err, sizeof(err));
         if (fresh == NULL) {
-            tt_log_error("reload: %s (keeping the current upstream TLS settings)", err);
+            tt_log_error("reload: %s (keeping the current TLS settings of "
+                         "upstream %s)", err, tg->name);
         } else {
-            log_upstream_ctx(cfg, fresh, "reload: TLS to the upstream now");
-            ctx_swap(t, &t->upstream, fresh);
+            log_upstream_ctx(tg, fresh, "reload: TLS to upstream");
+            ctx_swap(t, &t->upstream[i], fresh);
         }
     }
 }
@@ -665,7 +694,8 @@ void tt_tls_free(struct tt_tls_ctx *t)
     }
     free(t->slots);
     SSL_CTX_free(t->server);
-    SSL_CTX_free(t->upstream);
+    for (i = 0; i < TT_MAX_TARGETS; i++)
+        SSL_CTX_free(t->upstream[i]);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }

@@ -23,6 +23,7 @@
 
 struct bufferevent;
 struct tt_worker;
+struct tt_target;
 
 /* the bufferevent for an accepted client socket (TLS when configured);
  * NULL on failure, the socket is then still open */
@@ -41,6 +42,7 @@ struct bufferevent *tt_tls_upstream_bev(struct tt_worker *w);
  * <why> set and the socket closed.
  */
 struct bufferevent *tt_tls_upstream_start(struct tt_worker *w,
+                                          const struct tt_target *tg,
                                           struct bufferevent *tcp,
                                           char *why, size_t whylen);
 

@@ -308,13 +308,13 @@ static void test_structure_errors(void **state)
              "key 'head_timeout': belongs in section [limits], not [proxy]");
     load_err("[proxy]\nworkers = 1\n[bogus]\nx = 1\n", 3,
              "section [bogus]: unknown section (known: proxy, upstream, tls, "
-             "admin, record, slo, slo.MODEL, limits)");
+             "admin, record, slo, slo.MODEL, shadow.NAME, limits)");
     load_err("[bogus]\n", 1,
              "section [bogus]: unknown section (known: proxy, upstream, tls, "
-             "admin, record, slo, slo.MODEL, limits)");
+             "admin, record, slo, slo.MODEL, shadow.NAME, limits)");
     load_err("[ proxy ]\n", 1,
              "section [ proxy ]: unknown section (known: proxy, upstream, tls, "
-             "admin, record, slo, slo.MODEL, limits)");
+             "admin, record, slo, slo.MODEL, shadow.NAME, limits)");
     load_err("workers = 2\n", 1, "key 'workers': outside any [section]");
     load_err("[proxy]\nworkers = 2\nworkers = 3\n", 3,
              "key 'workers': duplicate (first set on line 2)");

@@ -1,6 +1,7 @@
 /*
  * Unit tests for the report's statistics (metrics/report_stats.c) and
- * record parsing (metrics/report_set.c), against hand-computed answers.
+ * record parsing (metrics/report_set.c) and timeslices
+ * (metrics/report_slice.c), against hand-computed answers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "metrics/report_set.h"
+#include "metrics/report_slice.h"
 #include "metrics/report_stats.h"
 
 #define NEAR(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol))
@@ -283,6 +285,82 @@ static void test_set_histogram_fallback(void **state)
     tt_rset_free(&s);
 }
 
+
+static void test_parse_duration(void **state)
+{
+    int64_t ns;
+    (void)state;
+    assert_int_equal(tt_rpt_parse_duration("5m", &ns), 0);
+    assert_true(ns == 300000000000LL);
+    assert_int_equal(tt_rpt_parse_duration("300", &ns), 0);
+    assert_true(ns == 300000000000LL);
+    assert_int_equal(tt_rpt_parse_duration("2.5s", &ns), 0);
+    assert_true(ns == 2500000000LL);
+    assert_int_equal(tt_rpt_parse_duration("1h", &ns), 0);
+    assert_true(ns == 3600000000000LL);
+    assert_int_equal(tt_rpt_parse_duration("1d", &ns), 0);
+    assert_int_equal(tt_rpt_parse_duration("250ms", &ns), 0);
+    assert_true(ns == 250000000LL);
+    const char *bad[] = { "", "0", "-1m", "+5m", "5x", "m", "5 m", "0.5ms", "367d", "nan", "inf" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(tt_rpt_parse_duration(bad[i], &ns), -1);
+}
+
+/* one record line starting at <start_s> seconds after T0 */
+static void add_at(struct tt_rset *s, double start_s, double ttft, int err, int good)
+{
+    char line[512];
+    long long st = 1767225600000000000LL + (long long)(start_s * 1e9);
+    snprintf(line, sizeof(line),
+             "{\"metadata\":{\"request_start_ns\":%lld,\"request_end_ns\":%lld,"
+             "\"slo\":{\"good\":%s}},\"metrics\":{\"time_to_first_token\":{\"value\":%g,\"unit\":\"ms\"},"
+             "\"output_sequence_length\":{\"value\":10,\"unit\":\"tokens\"}},\"error\":%s}",
+             st, st + 500000000LL, good ? "true" : "false", ttft,
+             err ? "{\"code\":502,\"type\":\"x\",\"message\":\"m\"}" : "null");
+    tt_rset_add_line(s, line, strlen(line));
+}
+
+/* 10 s slices aligned to the clock: membership by start, covered time,
+ * empty slices kept, per-slice percentiles */
+static void test_slices(void **state)
+{
+    struct tt_rset s;
+    struct tt_rslices sl;
+    char err[256];
+    (void)state;
+    tt_rset_init(&s, "t", 100, NULL, NULL);
+    add_at(&s, 2, 100, 0, 1);
+    add_at(&s, 4, 300, 0, 0);
+    add_at(&s, 9.999, 200, 1, 0);
+    add_at(&s, 25, 50, 0, 1);               /* ends at 25.5 s */
+    assert_int_equal(tt_rslices_build(&s, 10000000000LL, 0, &sl, err, sizeof(err)), 0);
+    assert_int_equal(sl.n, 3);
+    assert_true(sl.s[0].start_ns == 1767225600000000000LL);
+    assert_int_equal(sl.s[0].records, 3);
+    assert_int_equal(sl.s[0].valid, 2);
+    assert_int_equal(sl.s[0].errors, 1);
+    assert_int_equal(sl.s[0].good, 1);
+    NEAR(sl.s[0].covered_s, 8.0, 1e-9);     /* from the first start, 2 s */
+    NEAR(tt_rslice_req_tput(&sl.s[0]), 2 / 8.0, 1e-12);
+    NEAR(tt_rslice_out_tput(&sl.s[0]), 20 / 8.0, 1e-12);
+    NEAR(tt_rslice_good_frac(&sl.s[0], sl.have_good), 1 / 3.0, 1e-12);
+    assert_int_equal(sl.s[0].m[TT_M_TTFT].count, 2);
+    NEAR(sl.s[0].m[TT_M_TTFT].pct[4], 200.0, 1e-6);   /* p50 of 100, 300 */
+    assert_int_equal(sl.s[1].records, 0);
+    assert_int_equal(sl.s[1].m[TT_M_TTFT].count, 0);
+    NEAR(sl.s[1].covered_s, 10.0, 1e-9);
+    NEAR(sl.s[2].covered_s, 5.5, 1e-9);     /* to the last end, 25.5 s */
+    tt_rslices_free(&sl);
+    /* 1 ms slices: 23,001 of them, allowed; 200 s more is past the cap */
+    assert_int_equal(tt_rslices_build(&s, 1000000LL, 0, &sl, err, sizeof(err)), 0);
+    assert_int_equal(sl.n, 23000 + 1);
+    tt_rslices_free(&sl);
+    add_at(&s, 200, 50, 0, 1);
+    assert_int_equal(tt_rslices_build(&s, 1000000LL, 0, &sl, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "at most"));
+    tt_rset_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +374,8 @@ int main(void)
         cmocka_unit_test(test_set_records),
         cmocka_unit_test(test_set_judge_and_filter),
         cmocka_unit_test(test_set_histogram_fallback),
+        cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_slices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

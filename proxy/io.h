@@ -1,0 +1,38 @@
+/*
+ * Small helpers over libevent used by both sides of a proxied request
+ * (proxy/conn.c, the client side; proxy/leg.c, the upstream side): llhttp
+ * run in place over an evbuffer's iovecs, timers in milliseconds, and
+ * TCP_NODELAY.
+ */
+#ifndef TT_IO_H
+#define TT_IO_H
+
+#include <stddef.h>
+
+#include <llhttp.h>
+
+struct evbuffer;
+struct event;
+struct bufferevent;
+struct tt_head;
+
+/*
+ * Run parser <p> over bytes [<off>, <off> + <max>) of <in>, in place.
+ * Returns the number of bytes the parser consumed and sets <*err> to
+ * llhttp's result (HPE_OK when all <max> bytes were consumed).  With
+ * <scan>, consumed bytes are also checked for obs-fold.  An empty range
+ * still runs the parser once, so that a bodyless message completes.
+ */
+size_t tt_parse_buf(llhttp_t *p, struct evbuffer *in, size_t off, size_t max,
+                    enum llhttp_errno *err, struct tt_head *scan);
+
+/* the reason llhttp gives for its last error */
+const char *tt_parse_error(const llhttp_t *p, enum llhttp_errno e);
+
+/* (re)arm <ev> to fire in <ms> milliseconds */
+void tt_timer_set(struct event *ev, unsigned ms);
+
+/* TCP_NODELAY on the socket of <bev> (SSE events are small writes) */
+void tt_nodelay(struct bufferevent *bev);
+
+#endif

@@ -1,0 +1,874 @@
+/*
+ * Legs (see leg.h for the picture).
+ *
+ * The response side of every leg runs here, whoever reads it: llhttp over
+ * the upstream connection's input in place, the head checked against the
+ * framing rules, the de-chunked body copied aside for the stream decoder.
+ * Where the bytes go is the only difference between a primary and a
+ * shadow, and it is decided in four places, each marked "sink":
+ *
+ *   - the response head: the primary asks its connection to write the
+ *     client's version (tt_conn_response_head); a shadow writes nothing;
+ *   - an interim (1xx) head: the primary's is rewritten for the client the
+ *     same way; a shadow's is dropped;
+ *   - body bytes: the primary moves them to the connection's stage and
+ *     reads on only while the client takes them (backpressure); a shadow
+ *     drains them as they come, so it never holds more than one read;
+ *   - the end (or failure): the primary hands over to its connection,
+ *     which records the request when the client has everything; a shadow
+ *     records itself.
+ *
+ * Every callback takes one CLOCK_MONOTONIC stamp first (l->now); all
+ * timeline marks and decoded events of that read carry it.
+ */
+#include "proxy/leg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "metrics/agg.h"
+#include "metrics/pairs.h"
+#include "proxy/conn.h"
+#include "proxy/io.h"
+#include "proxy/log.h"
+#include "proxy/stream.h"
+#include "proxy/upstream.h"
+#include "proxy/worker.h"
+#include "tls/tls.h"
+
+static void leg_read(struct bufferevent *bev, void *arg);
+static void leg_write(struct bufferevent *bev, void *arg);
+static void leg_event(struct bufferevent *bev, short what, void *arg);
+static void leg_fail(struct tt_leg *l, int status, const char *type, const char *msg);
+static void shadow_over(struct tt_leg *l);
+
+#define CFG(l) ((l)->w->cfg)
+#define SHADOW_READ_BYTES (16 * 1024)
+
+/* ------------------------------------------------------------------ */
+/* llhttp callbacks (response)                                         */
+
+static int rs_on_status(llhttp_t *p, const char *at, size_t len)
+{
+    struct tt_leg *l = p->data;
+    return tt_head_target(&l->rsh, at, len) < 0 ? -1 : 0;
+}
+
+static int rs_on_field(llhttp_t *p, const char *at, size_t len)
+{
+    struct tt_leg *l = p->data;
+    return tt_head_field(&l->rsh, at, len) < 0 ? -1 : 0;
+}
+
+static int rs_on_value(llhttp_t *p, const char *at, size_t len)
+{
+    struct tt_leg *l = p->data;
+    return tt_head_value(&l->rsh, at, len) < 0 ? -1 : 0;
+}
+
+static int rs_on_headers_complete(llhttp_t *p)
+{
+    struct tt_leg *l = p->data;
+    int status = llhttp_get_status_code(p);
+
+    if (status >= 100 && status < 200 && status != 101) {
+        l->interim = 1;             /* 100 Continue and friends: no body */
+        return 0;
+    }
+    l->head_done = 1;
+    if (l->is_head)
+        return 1;                   /* no body follows, whatever the headers say */
+    return HPE_PAUSED;
+}
+
+static int rs_on_body(llhttp_t *p, const char *at, size_t len)
+{
+    struct tt_leg *l = p->data;
+
+    l->req->bytes_out += len;
+    if (l->dechunk)                 /* sink: an HTTP/1.0 client gets it plain */
+        evbuffer_add(tt_conn_stage(l->c), at, len);
+    if (l->stream != NULL) {
+        /* decoded after the bytes are on their way to the client */
+        if (l->side_len + len > l->side_cap) {
+            size_t cap = l->side_cap ? l->side_cap : 1024;
+            char *q;
+            while (cap < l->side_len + len)
+                cap *= 2;
+            q = realloc(l->side, cap);
+            if (q == NULL) {
+                tt_stream_feed(l->stream, at, len, l->now);
+                return 0;
+            }
+            l->side = q;
+            l->side_cap = cap;
+        }
+        memcpy(l->side + l->side_len, at, len);
+        l->side_len += len;
+    }
+    return 0;
+}
+
+static int rs_on_message_complete(llhttp_t *p)
+{
+    struct tt_leg *l = p->data;
+    l->msg_done = 1;
+    return HPE_PAUSED;
+}
+
+static llhttp_settings_t rs_settings;
+
+static void settings_init(void)
+{
+    if (rs_settings.on_message_complete != NULL)
+        return;
+    llhttp_settings_init(&rs_settings);
+    rs_settings.on_status = rs_on_status;
+    rs_settings.on_header_field = rs_on_field;
+    rs_settings.on_header_value = rs_on_value;
+    rs_settings.on_headers_complete = rs_on_headers_complete;
+    rs_settings.on_body = rs_on_body;
+    rs_settings.on_message_complete = rs_on_message_complete;
+}
+
+/* ------------------------------------------------------------------ */
+/* set-up                                                              */
+
+static void leg_timer_cb(evutil_socket_t fd, short what, void *arg);
+
+static int leg_alloc(struct tt_leg *l, struct tt_worker *w,
+                     const struct tt_target *t)
+{
+    const struct tt_config *cfg = w->cfg;
+
+    settings_init();
+    l->w = w;
+    l->t = t;
+    l->timer = evtimer_new(w->base, leg_timer_cb, l);
+    l->out = evbuffer_new();
+    if (l->timer == NULL || l->out == NULL ||
+        tt_head_init(&l->rsh, cfg->max_header_bytes, cfg->max_headers) < 0)
+        return -1;
+    return 0;
+}
+
+int tt_leg_init(struct tt_leg *l, struct tt_worker *w, const struct tt_target *t,
+                struct tt_conn *c, struct tt_request *req)
+{
+    memset(l, 0, sizeof(*l));
+    l->c = c;
+    l->req = req;
+    return leg_alloc(l, w, t);
+}
+
+void tt_leg_fini(struct tt_leg *l)
+{
+    tt_leg_close(l);
+    if (l->stream != NULL)
+        tt_stream_free(l->stream);
+    l->stream = NULL;
+    tt_head_free(&l->rsh);
+    if (l->timer)
+        event_free(l->timer);
+    if (l->out)
+        evbuffer_free(l->out);
+    if (l->replay)
+        evbuffer_free(l->replay);
+    l->replay = NULL;
+    free(l->side);
+    l->side = NULL;
+    l->timer = NULL;
+    l->out = NULL;
+}
+
+/* the fields of a request that the client's side knows */
+static void copy_client_side(struct tt_request *d, const struct tt_request *s)
+{
+    d->t0 = s->t0;
+    d->start_wall_ns = s->start_wall_ns;
+    d->ts[TT_TS_REQUEST_COMPLETE] = s->ts[TT_TS_REQUEST_COMPLETE];
+    memcpy(d->request_id, s->request_id, sizeof(d->request_id));
+    memcpy(d->method, s->method, sizeof(d->method));
+    memcpy(d->path, s->path, sizeof(d->path));
+    memcpy(d->model, s->model, sizeof(d->model));
+    d->api = s->api;
+    d->stream = s->stream;
+    d->include_usage = s->include_usage;
+    d->max_tokens = s->max_tokens;
+    d->bytes_in = s->bytes_in;
+}
+
+struct tt_leg *tt_leg_new_shadow(struct tt_conn *c, struct tt_worker *w,
+                                 const struct tt_target *t,
+                                 const struct tt_request *r, unsigned seq)
+{
+    struct tt_leg *l = calloc(1, sizeof(*l));
+
+    if (l == NULL)
+        return NULL;
+    if (leg_alloc(l, w, t) < 0) {
+        tt_leg_fini(l);
+        free(l);
+        return NULL;
+    }
+    l->shadow = 1;
+    l->c = c;
+    l->seq = seq;
+    l->req = &l->own;
+    tt_request_init(&l->own);
+    copy_client_side(&l->own, r);
+    l->own.upstream_name = t->name;
+    l->own.target_idx = t->idx;
+    l->own.shadow = 1;
+    l->wnext = w->legs;
+    if (w->legs)
+        w->legs->wprev = l;
+    w->legs = l;
+    w->nlegs++;
+    return l;
+}
+
+/* unlink a shadow from its connection's list */
+static void shadow_unlink_conn(struct tt_leg *l)
+{
+    if (l->c == NULL)
+        return;
+    tt_conn_shadow_unlink(l->c, l);
+    l->c = NULL;
+}
+
+/* a shadow's record is written and the leg freed */
+static void shadow_free(struct tt_leg *l)
+{
+    struct tt_worker *w = l->w;
+
+    shadow_unlink_conn(l);
+    if (l->wprev)
+        l->wprev->wnext = l->wnext;
+    else
+        w->legs = l->wnext;
+    if (l->wnext)
+        l->wnext->wprev = l->wprev;
+    w->nlegs--;
+    if (l->counted)
+        atomic_fetch_sub(&((struct tt_target *)l->t)->inflight, 1);
+    if (l->own.pair != NULL) {
+        /* not recorded (out of memory on the way): the pair still ends */
+        tt_pair_leg_gone(l->own.pair, l->t->idx);
+        l->own.pair = NULL;
+    }
+    tt_leg_fini(l);
+    tt_request_reset(&l->own);
+    free(l);
+    tt_worker_conn_gone(w);
+}
+
+int tt_leg_head(struct tt_leg *l, const struct tt_head *rqh, const char *method,
+                int upgrade, const char *add_id)
+{
+    const struct tt_url *up = &l->t->url;
+    const struct tt_shadow_cfg *sh = l->t->sh;
+    struct evbuffer *out = l->out;
+    const char *skip[2 * TT_SHADOW_EDITS];
+    size_t lens[2 * TT_SHADOW_EDITS];
+    unsigned n = 0, i;
+
+    l->is_head = strcmp(method, "HEAD") == 0;
+    if (sh != NULL) {
+        for (i = 0; i < sh->n_remove; i++) {
+            skip[n] = sh->remove_header[i];
+            lens[n++] = strlen(sh->remove_header[i]);
+        }
+        for (i = 0; i < sh->n_set; i++) {
+            skip[n] = sh->set_header[i];
+            lens[n++] = strcspn(sh->set_header[i], ":");
+        }
+    }
+    if (evbuffer_add_printf(out, "%s %s", method, up->base_path) < 0 ||
+        evbuffer_add(out, rqh->buf + rqh->target, rqh->tlen) < 0 ||
+        evbuffer_add_printf(out, " HTTP/1.1\r\nHost: %s\r\n", up->authority) < 0 ||
+        tt_head_copy_fields_skip(rqh, out, TT_HEAD_REQUEST, upgrade, 0, skip, lens, n) < 0)
+        return -1;
+    for (i = 0; sh != NULL && i < sh->n_set; i++) {
+        const char *v = sh->set_header[i] + lens[sh->n_remove + i] + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        evbuffer_add_printf(out, "%.*s: %s\r\n", (int)lens[sh->n_remove + i],
+                            sh->set_header[i], v);
+    }
+    if (add_id != NULL)
+        evbuffer_add_printf(out, "X-Request-Id: %s\r\n", add_id);
+    if (upgrade)
+        evbuffer_add_printf(out, "Connection: upgrade\r\n");
+    return evbuffer_add(out, "\r\n", 2);
+}
+
+int tt_leg_start(struct tt_leg *l)
+{
+    l->st = LEG_CONNECTING;
+    l->now = tt_now_mono();
+    tt_timer_set(l->timer, l->t->connect_ms);
+    return tt_upstream_get(l->w, l->t, l);
+}
+
+struct evbuffer *tt_leg_output(struct tt_leg *l)
+{
+    /* while connecting, l->up is set but its socket is not ours to write */
+    return l->up != NULL && l->st != LEG_CONNECTING && l->st != LEG_IDLE
+           ? bufferevent_get_output(l->up->bev) : l->out;
+}
+
+/* ------------------------------------------------------------------ */
+/* shadows: the request copy                                           */
+
+/* abandon a shadow's copy: closed, counted, recorded as dropped */
+void tt_leg_drop(struct tt_leg *l, enum tt_drop why)
+{
+    char msg[128];
+
+    if (l->over)
+        return;
+    snprintf(msg, sizeof(msg), "shadow copy abandoned: %s", tt_drop_names[why]);
+    tt_log_debug("shadow %s: request %s: %s", l->t->name, l->req->request_id, msg);
+    tt_agg_shadow_dropped(l->w->agg, l->t->name, why);
+    tt_request_set_error(l->req, 0, "shadow_dropped", msg);
+    tt_leg_close(l);
+    if (l->stream != NULL)
+        tt_stream_end(l->stream, 0, l->now);
+    shadow_over(l);
+}
+
+/* append a copy of the first <n> bytes of <in> to <dst> */
+static void copy_front(struct evbuffer *dst, struct evbuffer *in, size_t n)
+{
+    struct evbuffer_iovec v[16];
+    struct evbuffer_ptr ptr;
+    size_t done = 0;
+
+    while (done < n) {
+        int k, i;
+        if (evbuffer_ptr_set(in, &ptr, done, EVBUFFER_PTR_SET) < 0)
+            break;
+        k = evbuffer_peek(in, (ev_ssize_t)(n - done), &ptr, v, 16);
+        if (k <= 0)
+            break;
+        if (k > 16)
+            k = 16;
+        for (i = 0; i < k && done < n; i++) {
+            size_t len = v[i].iov_len < n - done ? v[i].iov_len : n - done;
+            evbuffer_add(dst, v[i].iov_base, len);
+            done += len;
+        }
+    }
+}
+
+/* keep what goes out on a reused connection, for a retry, up to this */
+#define REPLAY_MAX (64 * 1024)
+
+void tt_leg_send(struct tt_leg *l, struct evbuffer *in, size_t n)
+{
+    struct evbuffer *dst;
+
+    if (l->over || n == 0)
+        return;
+    dst = tt_leg_output(l);
+    if (l->replay != NULL) {
+        if (evbuffer_get_length(l->replay) + n > REPLAY_MAX) {
+            evbuffer_free(l->replay);       /* too much to resend: no retry */
+            l->replay = NULL;
+        } else {
+            copy_front(l->replay, in, n);
+        }
+    }
+    if (!l->shadow) {
+        if (l->queued_since == 0 && l->st != LEG_CONNECTING)
+            l->queued_since = l->now;       /* handed over in leg_write() */
+        evbuffer_remove_buffer(in, dst, n);
+        return;
+    }
+    if (evbuffer_get_length(dst) + n > l->t->sh->buffer_bytes) {
+        tt_leg_drop(l, TT_DROP_BUFFER_FULL);
+        return;
+    }
+    copy_front(dst, in, n);
+}
+
+/*
+ * A reused connection that the server had closed (EOF or reset before any
+ * response byte) never took the request: send it again, once, on a new
+ * connection.  Returns 1 when a retry started.
+ */
+static int leg_retry(struct tt_leg *l)
+{
+    if (l->replay == NULL || l->got_bytes || l->retried || l->st != LEG_WAIT_HEAD)
+        return 0;
+    tt_log_debug("upstream %s: pooled connection closed under request %s, "
+                 "sending it again on a new connection", l->t->name, l->req->request_id);
+    tt_upstream_close(l->up);
+    l->up = NULL;
+    evbuffer_add_buffer(l->out, l->replay);
+    evbuffer_free(l->replay);
+    l->replay = NULL;
+    l->retried = 1;
+    l->req->ts[TT_TS_UPSTREAM_CONNECTED] = 0;
+    l->req->ts[TT_TS_UPSTREAM_TLS] = 0;
+    l->req->ts[TT_TS_REQUEST_SENT] = 0;
+    l->st = LEG_CONNECTING;
+    tt_timer_set(l->timer, l->t->connect_ms);
+    tt_upstream_new(l->w, l->t, l);     /* a failure there fails the leg */
+    return 1;
+}
+
+void tt_leg_request_done(struct tt_leg *l, const struct tt_request *r)
+{
+    if (l->shadow)
+        copy_client_side(l->req, r);
+    l->sent_all = 1;
+    if (l->up != NULL && l->req->ts[TT_TS_REQUEST_SENT] == 0 &&
+        evbuffer_get_length(bufferevent_get_output(l->up->bev)) == 0)
+        l->req->ts[TT_TS_REQUEST_SENT] = l->now ? l->now : tt_now_mono();
+    if (l->shadow && l->over)
+        shadow_over(l);
+}
+
+/* ------------------------------------------------------------------ */
+/* the response                                                        */
+
+/* decode the body bytes of this read, now that they are forwarded */
+static void decode_side(struct tt_leg *l)
+{
+    if (l->side_len > 0 && l->stream != NULL)
+        tt_stream_feed(l->stream, l->side, l->side_len, l->now);
+    l->side_len = 0;
+}
+
+void tt_leg_close(struct tt_leg *l)
+{
+    if (l->up != NULL) {
+        tt_upstream_close(l->up);
+        l->up = NULL;
+    }
+    if (l->replay != NULL) {
+        evbuffer_free(l->replay);
+        l->replay = NULL;
+    }
+    l->queued_since = 0;
+    if (l->timer)
+        evtimer_del(l->timer);
+}
+
+/*
+ * The response head is complete: check it and set up decoding.  Returns
+ * 0, or -1 when the leg failed.
+ */
+static int response_head(struct tt_leg *l)
+{
+    int status = llhttp_get_status_code(&l->rsp);
+    const char *why, *ct;
+    char ctype[128] = "";
+    size_t len;
+
+    l->req->ts[TT_TS_RESPONSE_HEADERS] = l->now;
+    evtimer_del(l->timer);
+    if ((why = tt_head_framing_error(&l->rsh)) != NULL) {
+        leg_fail(l, 502, "upstream_bad_response", why);
+        return -1;
+    }
+    l->req->status = status;
+    if (l->c != NULL && !l->shadow &&          /* sink: the client's head */
+        tt_conn_response_head(l->c, &l->rsh, status,
+                              (l->rsp.flags & F_CHUNKED) != 0) < 0)
+        return -1;
+    if ((ct = tt_head_get(&l->rsh, "content-type", &len)) != NULL) {
+        if (len >= sizeof(ctype))
+            len = sizeof(ctype) - 1;
+        memcpy(ctype, ct, len);
+        ctype[len] = '\0';
+    }
+    if (l->req->api != TT_API_OTHER && status != 101)
+        l->stream = tt_stream_new(l->req, l->req->api, ctype,
+                                  (enum tt_think_mode)CFG(l)->think_tags);
+    if (status == 101) {
+        l->req->upgraded = 1;
+        l->st = LEG_TUNNEL;
+        bufferevent_set_timeouts(l->up->bev, NULL, NULL);
+        return 0;
+    }
+    l->st = LEG_BODY;
+    tt_head_free(&l->rsh);          /* copied out: its buffers go back now */
+    {
+        struct timeval idle = { l->t->idle_ms / 1000, (l->t->idle_ms % 1000) * 1000 };
+        bufferevent_set_timeouts(l->up->bev, &idle, NULL);
+    }
+    return 0;
+}
+
+static void response_complete(struct tt_leg *l)
+{
+    struct tt_upconn *u = l->up;
+
+    l->st = LEG_DONE;
+    l->req->ts[TT_TS_RESPONSE_COMPLETE] = l->now;
+    evtimer_del(l->timer);
+    if (l->stream != NULL)
+        tt_stream_end(l->stream, 1, l->now);
+    if (u != NULL) {
+        l->up = NULL;
+        u->requests++;
+        if (l->sent_all && llhttp_should_keep_alive(&l->rsp) &&
+            evbuffer_get_length(bufferevent_get_input(u->bev)) == 0 &&
+            evbuffer_get_length(bufferevent_get_output(u->bev)) == 0 &&
+            !l->w->draining)
+            tt_upstream_put(u);
+        else
+            tt_upstream_close(u);
+    }
+    if (l->shadow)                  /* sink: the end */
+        shadow_over(l);
+    else if (l->c != NULL)
+        tt_conn_response_done(l->c);
+}
+
+/* the leg's request failed on the upstream side: <type> a static string */
+static void leg_fail(struct tt_leg *l, int status, const char *type, const char *msg)
+{
+    if (!l->shadow) {               /* sink: the client gets tokentap's error */
+        if (l->c != NULL)
+            tt_conn_leg_failed(l->c, status, type, msg);
+        return;
+    }
+    if (l->over)
+        return;
+    tt_log_debug("shadow %s: request %s: %d %s: %s", l->t->name,
+                 l->req->request_id, status, type, msg);
+    if (l->req->err_type == NULL)
+        tt_request_set_error(l->req, status, type, msg);
+    if (l->req->status == 0)
+        l->req->status = status;
+    if (l->stream != NULL && l->req->ts[TT_TS_RESPONSE_COMPLETE] == 0)
+        tt_stream_end(l->stream, 0, l->now);
+    tt_leg_close(l);
+    shadow_over(l);
+}
+
+/*
+ * A 1xx head is complete: the primary's client gets it rewritten from the
+ * parsed fields, the same way as the final head, so that a head split
+ * over reads (or many in one read) arrives whole.
+ */
+static void interim_head(struct tt_leg *l)
+{
+    if (!l->shadow && l->c != NULL) {   /* sink: interim heads */
+        struct evbuffer *out = tt_conn_stage(l->c);
+        int status = llhttp_get_status_code(&l->rsp);
+        evbuffer_add_printf(out, "HTTP/1.1 %d ", status);
+        evbuffer_add(out, l->rsh.buf + l->rsh.target, l->rsh.tlen);
+        evbuffer_add(out, "\r\n", 2);
+        tt_head_copy_fields(&l->rsh, out, TT_HEAD_RESPONSE, 0, 0);
+        evbuffer_add(out, "\r\n", 2);
+        tt_conn_flush(l->c);
+    }
+    tt_head_clear(&l->rsh);
+    l->interim = l->msg_done = 0;
+    llhttp_resume(&l->rsp);
+}
+
+/* move what the upstream sent as far as the state allows */
+void tt_leg_process(struct tt_leg *l)
+{
+    struct evbuffer *in;
+    enum llhttp_errno e;
+    size_t n, avail;
+
+    for (;;) {
+        if (l->up == NULL)
+            return;
+        in = bufferevent_get_input(l->up->bev);
+        avail = evbuffer_get_length(in);
+        switch (l->st) {
+        case LEG_WAIT_HEAD:
+            if (avail == 0)
+                return;
+            n = tt_parse_buf(&l->rsp, in, 0, avail, &e, &l->rsh);
+            evbuffer_drain(in, n);
+            if (l->interim && e == HPE_PAUSED && l->msg_done) {
+                interim_head(l);
+                continue;
+            }
+            if (e == HPE_PAUSED && l->head_done) {
+                if (response_head(l) < 0)
+                    return;
+                if (l->msg_done) {
+                    if (!l->shadow && l->c != NULL)
+                        tt_conn_flush(l->c);
+                    response_complete(l);
+                    return;
+                }
+                llhttp_resume(&l->rsp);
+                continue;
+            }
+            if (e != HPE_OK || l->rsh.overflow) {
+                leg_fail(l, 502, "upstream_bad_response",
+                         l->rsh.overflow ? "upstream response head too large"
+                                         : tt_parse_error(&l->rsp, e));
+                return;
+            }
+            return;
+        case LEG_BODY:
+            if (!l->shadow) {       /* sink: backpressure from the client */
+                tt_conn_flush(l->c);        /* the head, when it came with this read */
+                if (tt_conn_full(l->c))
+                    return;                 /* resumed by the client's write callback */
+            }
+            n = tt_parse_buf(&l->rsp, in, 0, avail, &e, NULL);
+            if (l->shadow || l->dechunk) {
+                evbuffer_drain(in, n);
+                if (l->dechunk)
+                    tt_conn_flush(l->c);
+            } else {                /* sink: body bytes */
+                evbuffer_remove_buffer(in, tt_conn_stage(l->c), n);
+                tt_conn_flush(l->c);
+            }
+            decode_side(l);
+            if (e == HPE_PAUSED && l->msg_done) {
+                response_complete(l);
+                return;
+            }
+            if (e != HPE_OK) {
+                const char *why = tt_parse_error(&l->rsp, e);
+                /* the framing error is the cause; the cut stream its effect */
+                tt_request_set_error(l->req, 502, "upstream_bad_response", why);
+                if (l->stream != NULL)
+                    tt_stream_end(l->stream, 0, l->now);
+                leg_fail(l, 502, "upstream_bad_response", why);
+            }
+            return;
+        case LEG_TUNNEL:
+            if (!l->shadow && l->c != NULL) {
+                evbuffer_add_buffer(tt_conn_stage(l->c), in);
+                tt_conn_flush(l->c);
+                tt_conn_tunnel_activity(l->c);
+            }
+            return;
+        case LEG_IDLE:
+        case LEG_CONNECTING:
+        case LEG_DONE:
+            return;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* shadows: the end                                                    */
+
+/*
+ * A shadow's response is over (ended, failed or dropped).  Its record is
+ * written once the client's request is complete too (so that it carries
+ * the model and the other fields read from the request body), or at once
+ * when the client is gone.
+ */
+static void shadow_over(struct tt_leg *l)
+{
+    l->over = 1;
+    tt_leg_close(l);
+    if (!l->sent_all && l->c != NULL)
+        return;                     /* tt_leg_request_done() or tt_leg_release() */
+    if (l->stream != NULL && l->req->ts[TT_TS_RESPONSE_COMPLETE] == 0)
+        tt_stream_end(l->stream, 0, l->now);
+    if (l->req->err_type == NULL && l->req->status >= 400)
+        tt_request_set_error(l->req, l->req->status, "upstream_status",
+                             "upstream answered with an error status");
+    tt_worker_request_done(l->w, l->req);
+    shadow_free(l);
+}
+
+void tt_leg_release(struct tt_leg *l, int cancel, const char *why)
+{
+    l->now = tt_now_mono();
+    if (!l->sent_all || cancel) {
+        if (!l->over) {
+            l->req->cancelled = 1;
+            tt_request_set_error(l->req, 499, "cancelled", why);
+        }
+        shadow_unlink_conn(l);
+        if (l->over)
+            shadow_over(l);
+        else
+            leg_fail(l, 499, "cancelled", why);
+        return;
+    }
+    shadow_unlink_conn(l);
+    if (l->over)
+        shadow_over(l);
+}
+
+void tt_leg_abort(struct tt_leg *l)
+{
+    l->now = tt_now_mono();
+    shadow_unlink_conn(l);
+    if (l->over)
+        shadow_over(l);
+    else
+        tt_leg_drop(l, TT_DROP_DRAINING);
+}
+
+/* ------------------------------------------------------------------ */
+/* libevent callbacks                                                  */
+
+static void leg_read(struct bufferevent *bev, void *arg)
+{
+    struct tt_leg *l = arg;
+    (void)bev;
+    l->now = tt_now_mono();
+    if (!l->got_bytes) {
+        l->got_bytes = 1;           /* the server took the request */
+        if (l->replay != NULL) {
+            evbuffer_free(l->replay);
+            l->replay = NULL;
+        }
+    }
+    tt_leg_process(l);
+}
+
+static void leg_write(struct bufferevent *bev, void *arg)
+{
+    struct tt_leg *l = arg;
+
+    l->now = tt_now_mono();
+    if (l->queued_since != 0) {
+        tt_delay_observe(&l->w->delay, TT_DELAY_REQUEST, l->queued_since, l->now);
+        l->queued_since = 0;
+    }
+    if (l->sent_all && l->req->ts[TT_TS_REQUEST_SENT] == 0 &&
+        evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+        l->req->ts[TT_TS_REQUEST_SENT] = l->now;
+    if (!l->shadow && l->c != NULL)
+        tt_conn_upstream_drained(l->c);
+}
+
+static void leg_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct tt_leg *l = arg;
+    const char *tls_why;
+
+    l->now = tt_now_mono();
+    if (what & BEV_EVENT_TIMEOUT) {
+        static const char why[] = "no bytes from the upstream within upstream_idle";
+        tt_request_set_error(l->req, 504, "upstream_idle_timeout", why);
+        if (l->stream != NULL)
+            tt_stream_end(l->stream, 0, l->now);
+        leg_fail(l, 504, "upstream_idle_timeout", why);
+        return;
+    }
+    if (l->st == LEG_TUNNEL) {
+        /* a tunnel is recorded with its latency only: open to close */
+        l->req->ts[TT_TS_RESPONSE_COMPLETE] = l->now;
+        tt_leg_close(l);
+        if (l->c != NULL)
+            tt_conn_tunnel_closed(l->c);
+        return;
+    }
+    if ((what & BEV_EVENT_EOF) && l->st == LEG_BODY &&
+        llhttp_message_needs_eof(&l->rsp)) {
+        /* close-delimited body: EOF is its proper end */
+        if (llhttp_finish(&l->rsp) == HPE_OK || l->msg_done) {
+            if (!l->shadow && l->c != NULL)
+                tt_conn_no_keepalive(l->c);
+            tt_leg_close(l);
+            l->msg_done = 1;
+            response_complete(l);
+            return;
+        }
+    }
+    tls_why = tt_tls_log_errors(bev, "upstream");
+    if (leg_retry(l))
+        return;
+    if (l->st == LEG_BODY) {
+        if (l->stream != NULL)
+            tt_stream_end(l->stream, 0, l->now);
+        leg_fail(l, 502, "truncated", "upstream closed the connection mid-response");
+    } else if (tls_why != NULL) {
+        /* e.g. a TLS 1.3 upstream refusing our (missing) client certificate */
+        char msg[512];
+        snprintf(msg, sizeof(msg), "upstream TLS error: %.400s", tls_why);
+        leg_fail(l, 502, "upstream_tls", msg);
+    } else {
+        leg_fail(l, 502, "upstream_reset",
+                 "upstream closed the connection before the response head");
+    }
+}
+
+static void leg_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct tt_leg *l = arg;
+    (void)fd;
+    (void)what;
+
+    l->now = tt_now_mono();
+    if (l->st == LEG_CONNECTING)
+        leg_fail(l, 504, "upstream_connect_timeout",
+                 "upstream connect not complete within connect_timeout");
+    else
+        leg_fail(l, 504, "upstream_timeout",
+                 "no response head from the upstream within response_timeout");
+}
+
+/* ------------------------------------------------------------------ */
+/* called by proxy/upstream.c                                          */
+
+void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
+{
+    l->up = u;
+    u->owner = l;
+    l->now = tt_now_mono();
+    l->req->upstream_reused = reused ? 1 : 0;
+    l->req->ts[TT_TS_UPSTREAM_CONNECTED] = reused ? l->now : u->connected;
+    if (u->tls_done)
+        l->req->ts[TT_TS_UPSTREAM_TLS] = reused ? l->now : u->tls_done;
+    tt_nodelay(u->bev);
+    bufferevent_setcb(u->bev, leg_read, leg_write, leg_event, l);
+    if (l->shadow) {
+        /* a shadow never competes with the primary: lower priority, and
+         * small reads so that a huge response is drained in short turns */
+        bufferevent_priority_set(u->bev, TT_PRIO_SHADOW);
+        bufferevent_setwatermark(u->bev, EV_READ, 0, SHADOW_READ_BYTES);
+    } else {
+        bufferevent_setwatermark(u->bev, EV_READ, 0, CFG(l)->buffer_bytes);
+    }
+    bufferevent_set_timeouts(u->bev, NULL, NULL);
+    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    l->got_bytes = 0;
+    if (reused && !l->retried && l->replay == NULL &&
+        evbuffer_get_length(l->out) <= REPLAY_MAX &&
+        (l->replay = evbuffer_new()) != NULL)
+        copy_front(l->replay, l->out, evbuffer_get_length(l->out));
+    evbuffer_add_buffer(bufferevent_get_output(u->bev), l->out);
+    llhttp_init(&l->rsp, HTTP_RESPONSE, &rs_settings);
+    l->rsp.data = l;
+    l->head_done = l->msg_done = l->interim = 0;
+    l->st = LEG_WAIT_HEAD;
+    tt_timer_set(l->timer, l->t->response_ms);
+    if (l->sent_all && evbuffer_get_length(bufferevent_get_output(u->bev)) == 0)
+        l->req->ts[TT_TS_REQUEST_SENT] = l->now;
+    if (!l->shadow && l->c != NULL)
+        tt_conn_upstream_ready(l->c);
+}
+
+void tt_leg_upstream_pending(struct tt_leg *l, struct tt_upconn *u)
+{
+    l->up = u;
+}
+
+void tt_leg_upstream_failed(struct tt_leg *l, int status, const char *type,
+                            const char *msg)
+{
+    l->now = tt_now_mono();
+    l->up = NULL;
+    leg_fail(l, status, type, msg);
+}

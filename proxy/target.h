@@ -1,0 +1,63 @@
+/*
+ * Upstream targets: the places a request can be sent.  Target 0 is the
+ * primary upstream (the one the client's response comes from); targets
+ * 1..n are the shadows of [shadow.NAME] (candidates that get a copy of
+ * sampled requests, see docs/shadow.md).  Built once at start by
+ * proxy/server.c from the configuration and read-only afterwards, except
+ * for the in-flight counter.  Read by proxy/upstream.c (where to connect,
+ * pool sizes), tls/tls.c (verification settings), proxy/leg.c (timeouts,
+ * head rewriting) and proxy/conn.c (which requests to mirror).
+ */
+#ifndef TT_TARGET_H
+#define TT_TARGET_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "proxy/config.h"
+#include "proxy/url.h"
+
+#define TT_MAX_TARGETS (1 + TT_MAX_SHADOWS)
+
+/* why a shadow's copy of a request was abandoned (label values) */
+enum tt_drop {
+    TT_DROP_MAX_INFLIGHT = 0,   /* max_inflight copies already running */
+    TT_DROP_BUFFER_FULL,        /* it did not take the request bytes fast enough */
+    TT_DROP_DRAINING,           /* the proxy is shutting down */
+    TT_DROP__COUNT
+};
+extern const char *const tt_drop_names[TT_DROP__COUNT];
+
+struct tt_target {
+    unsigned    idx;                /* 0 = primary */
+    const char *name;               /* "primary" or the shadow's name; borrowed from the config */
+    struct tt_url url;
+    const struct tt_shadow_cfg *sh; /* NULL for the primary; borrowed */
+
+    /* TLS to it (https:// only); strings borrowed from the config */
+    const char *ca, *cert, *key;
+    int         insecure;
+
+    unsigned    connect_ms, response_ms, idle_ms;
+    unsigned    pool, pool_idle_ms;
+    uint32_t    apis;               /* bit per enum tt_api mirrored (shadows) */
+    double      sample;
+    _Atomic unsigned inflight;      /* shadow copies running now */
+};
+
+/*
+ * Fill <t>[0..] from <cfg>: the primary and every shadow.  Returns the
+ * number of targets, or -1 with <err> set.
+ */
+int tt_targets_build(const struct tt_config *cfg, struct tt_target *t,
+                     char *err, size_t errlen);
+
+/*
+ * Does shadow <t> take a copy of a request to <api>?  <key>/<keylen> is
+ * the value of its sample_key header (NULL when absent or not configured):
+ * the same value always gets the same answer.  Random otherwise.
+ */
+int tt_target_samples(const struct tt_target *t, int api, const char *key,
+                      size_t keylen);
+
+#endif

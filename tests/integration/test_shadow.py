@@ -1,0 +1,483 @@
+"""Shadow traffic (SPEC 10, docs/shadow.md): requests mirrored to candidate
+servers, each leg decoded, timed and recorded like the primary, and no
+shadow fault of any kind reaching the client.
+
+The primary is a tokentap-sim replaying a stream file this test writes
+(tokens at designed instants, same bytes every time), so "the client's
+bytes are identical to the primary's" is an exact comparison with the file.
+The client's TTFT is measured on the client socket (first token byte's
+arrival minus the send) for requests through a proxy with the faulty
+shadow and through one without any shadow, both in front of the same sim;
+the medians must agree within t.tol_ms, the tolerance every designed-timing
+test of this suite uses for proxy noise.
+"""
+import json
+import os
+import socket
+import statistics
+import struct
+import threading
+import time
+
+import harness
+from harness import build_request, metric, retry_on_failure, timeline, timeout
+
+TOKENS = 12
+TTFT_MS = 120
+GAP_MS = 15
+
+
+def stream_file(t):
+    """a canned OpenAI chat stream: TOKENS token events, finish, usage, [DONE]"""
+    path = os.path.join(t.tmp, "primary.sse")
+    ev = []
+    base = {"id": "chatcmpl-fixed", "object": "chat.completion.chunk",
+            "created": 1700000000, "model": "sim-model"}
+    for i in range(TOKENS):
+        ev.append(dict(base, choices=[{"index": 0, "delta": {"content": f"tok{i} "},
+                                       "finish_reason": None}]))
+    ev.append(dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+    ev.append(dict(base, choices=[], usage={"prompt_tokens": 7, "completion_tokens": TOKENS,
+                                            "total_tokens": 7 + TOKENS}))
+    data = b"".join(b"data: " + json.dumps(e, separators=(",", ":")).encode() + b"\n\n"
+                    for e in ev) + b"data: [DONE]\n\n"
+    with open(path, "wb") as f:
+        f.write(data)
+    return path, data
+
+
+def body_for(path, extra_sim=None, big=0):
+    sim = {"replay": path, "ttft_ms": TTFT_MS, "gap_ms": GAP_MS}
+    sim.update(extra_sim or {})
+    b = {"model": "sim-model", "stream": True,
+         "messages": [{"role": "user", "content": "x" * big if big else "hi"}], "sim": sim}
+    return b
+
+
+def shadow(name, url, *sets):
+    a = ["--shadow", f"{name}={url}"]
+    for s in sets:
+        a += ["--shadow-set", f"{name}.{s}"]
+    return a
+
+
+def client_request(px, body, headers=None):
+    """(Response, client TTFT ms): one streamed request on a fresh connection"""
+    c = px.conn(timeout=30)
+    try:
+        raw = build_request("POST", "/v1/chat/completions", body, headers)
+        t0 = harness.now_ns()
+        c.send(raw)
+        r = c.response("POST")
+    finally:
+        c.close()
+    i = r.body.find(b"tok0")
+    ttft = (r.body_arrival_ns(i) - t0) / 1e6 if i >= 0 else None
+    return r, ttft
+
+
+def by_role(recs, rid=None):
+    out = {"primary": [], "shadow": []}
+    for r in recs:
+        if rid is None or r["metadata"]["x_request_id"] == rid:
+            out[r["metadata"]["role"]].append(r)
+    return out
+
+
+def wait_records(t, px, n):
+    return px.records(n, timeout=15 * t.slow)
+
+
+def metric_line(px, prefix):
+    r = harness.http(px.admin_port, "GET", "/metrics")
+    return [ln for ln in r.body.decode().splitlines() if ln.startswith(prefix)]
+
+
+def isolation(t, shadow_url, sets=(), n=4, big=0, extra=()):
+    """the same requests through a proxy without a shadow and one with the
+    given shadow; returns (records of the shadowed proxy, proxy, ttfts)"""
+    path, data = stream_file(t)
+    sim = t.sim()
+    base = t.proxy(sim.url)
+    px = t.proxy(sim.url, admin="auto", extra=shadow("cand", shadow_url, *sets) + list(extra))
+    # warm both, so that neither pays an upstream connect in the figures
+    for p in (base, px):
+        r, _ = client_request(p, body_for(path))
+        t.eq(r.status, 200, "warm-up status")
+        t.eq(r.body, data, "warm-up body bytes")
+    without, with_ = [], []
+    for i in range(n):
+        for p, acc in ((base, without), (px, with_)):
+            r, ttft = client_request(p, body_for(path, big=big),
+                                     headers=[("X-Request-Id", f"iso-{i}")])
+            t.eq(r.status, 200, "client status")
+            t.eq(r.body, data, "client bytes equal the primary's stream")
+            acc.append(ttft)
+    mw, mo = statistics.median(with_), statistics.median(without)
+    t.note(f"client TTFT median {mw:.2f} ms with the shadow, {mo:.2f} ms without")
+    t.near(mw, mo, t.tol_ms, "client TTFT with the faulty shadow vs without any")
+    rss, rss0 = px.rss_kib(), base.rss_kib()
+    t.note(f"RSS {rss} KiB with the shadow, {rss0} KiB without")
+    t.check(rss < rss0 + 48 * 1024 * t.slow, f"RSS {rss} KiB vs {rss0} KiB without the shadow")
+    return px, with_
+
+
+def shadow_errors(t, px, n, want_types):
+    recs = wait_records(t, px, 2 * (n + 1))
+    sh = by_role(recs)["shadow"]
+    t.check(len(sh) == n + 1, f"{len(sh)} shadow records, want {n + 1}")
+    types = sorted({(r["error"] or {}).get("type") for r in sh})
+    t.check(set(types) <= set(want_types), f"shadow error types {types}, want {want_types}")
+    for r in sh:
+        t.eq(r["metadata"]["upstream"], "cand", "shadow record upstream")
+    return sh
+
+
+# ----------------------------------------------------------------------------
+
+
+@timeout(40)
+@retry_on_failure(1)
+def test_shadow_leg_recorded_and_paired_with_primary(t):
+    """one mirrored request: two records with the same x_request_id, one per
+    leg (upstream, role), each with its own timeline from the shared t0;
+    the slower candidate's TTFT is larger by what its sim adds"""
+    path, data = stream_file(t)
+    sim = t.sim()
+    cand = t.sim(extra=["--latency-scale", "2"])
+    px = t.proxy(sim.url, admin="auto", extra=shadow("cand", cand.url))
+    r, _ = client_request(px, body_for(path), headers=[("X-Request-Id", "pair-1")])
+    t.eq(r.status, 200, "status")
+    t.eq(r.body, data, "client bytes")
+    recs = by_role(wait_records(t, px, 2), "pair-1")
+    t.eq(len(recs["primary"]), 1, "primary records")
+    t.eq(len(recs["shadow"]), 1, "shadow records")
+    p, s = recs["primary"][0], recs["shadow"][0]
+    t.eq(p["metadata"]["upstream"], "primary", "primary upstream")
+    t.eq(s["metadata"]["upstream"], "cand", "shadow upstream")
+    t.eq(s["error"], None, "shadow error")
+    t.eq(p["metadata"]["request_start_ns"], s["metadata"]["request_start_ns"], "shared t0")
+    t.eq(metric(s, "output_sequence_length"), TOKENS, "shadow OSL")
+    t.check(timeline(s, "upstream_connected") is not None, "shadow's own connect mark")
+    # sim t_start is the leg's response_headers; the candidate waits 2 x TTFT
+    t.near(metric(p, "time_to_first_token") - timeline(p, "response_headers"), TTFT_MS,
+           t.tol_ms, "primary TTFT from its headers")
+    t.near(metric(s, "time_to_first_token") - timeline(s, "response_headers"), 2 * TTFT_MS,
+           t.tol_ms, "shadow TTFT from its headers")
+    st = harness.http(px.admin_port, "GET", "/stats").json()
+    cmp = st["comparisons"]["cand"]["windows"]["1m"]
+    t.eq(cmp["pairs"], 1, "pairs in /stats")
+    t.eq(cmp["finish_reason_agreement"], 1, "finish reasons agree")
+    d = cmp["difference"]["time_to_first_token"]["median"]
+    t.near(d, TTFT_MS, 3 * t.tol_ms, "median paired TTFT difference")
+    t.eq(cmp["difference"]["output_sequence_length"]["median"], 0, "OSL difference")
+    t.check("cand" in st["upstreams"] and st["upstreams"]["cand"]["role"] == "shadow",
+            "cand in /stats upstreams")
+    t.eq(st["upstreams"]["cand"]["windows"]["1m"]["requests"]["ok"], 1, "cand ok count")
+    t.eq(st["windows"]["1m"]["requests"]["ok"], 1, "top-level windows are the primary's")
+
+
+@timeout(30)
+def test_shadow_gets_its_authority_and_header_edits(t):
+    """Host is the shadow's authority; set_header replaces the client's
+    Authorization; remove_header drops one; other headers pass unchanged"""
+    got = []
+
+    def echo(sock, req, fake):
+        got.append(req)
+        body = b'{"choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]}'
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+    fake = t.fake(echo)
+    sim = t.sim()
+    px = t.proxy(sim.url, admin="auto",
+                 extra=shadow("cand", fake.url + "/base", "set_header=Authorization: Bearer CAND",
+                              "remove_header=X-Drop-Me"))
+    r = px.post("/v1/chat/completions", harness.chat_body({"tokens": 2}, stream=False),
+                headers=[("Authorization", "Bearer CLIENT"), ("X-Drop-Me", "1"),
+                         ("X-Keep", "2")])
+    t.eq(r.status, 200, "status")
+    harness.wait_until(lambda: got, 5 * t.slow, what="the shadow's request")
+    head = got[0].split(b"\r\n\r\n")[0].decode()
+    lines = head.split("\r\n")
+    t.eq(lines[0], "POST /base/v1/chat/completions HTTP/1.1", "request line")
+    hdr = [ln.split(":", 1) for ln in lines[1:]]
+    names = {k.lower(): v.strip() for k, v in hdr}
+    t.eq(names.get("host"), f"127.0.0.1:{fake.port}", "Host")
+    t.eq(names.get("authorization"), "Bearer CAND", "Authorization replaced")
+    t.check("x-drop-me" not in names, "removed header absent")
+    t.eq(names.get("x-keep"), "2", "other header kept")
+    t.eq(sum(1 for k, _ in hdr if k.lower() == "authorization"), 1, "one Authorization")
+
+
+@timeout(60)
+@retry_on_failure(1)
+def test_shadow_refusing_connections_never_reaches_client(t):
+    """a shadow port that refuses: client bytes and TTFT as without it; the
+    shadow legs are recorded as upstream_connect errors"""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))           # bound, never listening: refused
+    port = s.getsockname()[1]
+    px, _ = isolation(t, f"http://127.0.0.1:{port}")
+    shadow_errors(t, px, 4, ["upstream_connect"])
+    s.close()
+
+
+@timeout(60)
+@retry_on_failure(1)
+def test_shadow_that_never_answers_never_reaches_client(t):
+    """a shadow that accepts and never answers: recorded as upstream_timeout
+    after its response_timeout; the client never waits"""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(64)                      # the kernel accepts; nobody reads
+    px, _ = isolation(t, f"http://127.0.0.1:{ls.getsockname()[1]}",
+                      sets=("response_timeout=300ms",))
+    shadow_errors(t, px, 4, ["upstream_timeout"])
+    ls.close()
+
+
+@timeout(60)
+@retry_on_failure(1)
+def test_slow_shadow_never_slows_client(t):
+    """a shadow five times slower: the client's TTFT is the primary's"""
+    cand = t.sim(extra=["--latency-scale", "5"])
+    px, _ = isolation(t, cand.url)
+    sh = shadow_errors(t, px, 4, [None])
+    for r in sh:
+        t.check(metric(r, "time_to_first_token") - timeline(r, "response_headers")
+                > 4 * TTFT_MS, "the shadow really was slower")
+
+
+@timeout(90)
+@retry_on_failure(1)
+def test_shadow_not_reading_body_does_not_throttle_primary(t):
+    """a 20 MiB request body: the shadow never reads it, its copy is dropped
+    at buffer_bytes (counted as buffer_full), and the primary gets the body
+    at full speed"""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(64)
+    path, data = stream_file(t)
+    sim = t.sim()
+    base = t.proxy(sim.url)
+    px = t.proxy(sim.url, admin="auto",
+                 extra=shadow("cand", f"http://127.0.0.1:{ls.getsockname()[1]}",
+                              "response_timeout=500ms"))
+    secs = {}
+    for name, p in (("without", base), ("with", px)):
+        t0 = time.monotonic()
+        r, _ = client_request(p, body_for(path, big=20 << 20))
+        secs[name] = time.monotonic() - t0 - (TTFT_MS + TOKENS * GAP_MS) / 1000
+        t.eq(r.status, 200, f"status {name} shadow")
+        t.eq(r.body, data, f"client bytes {name} shadow")
+    t.note(f"20 MiB upload: {secs['without'] * 1000:.0f} ms without a shadow, "
+           f"{secs['with'] * 1000:.0f} ms with a non-reading one")
+    t.check(secs["with"] <= 3 * secs["without"] + 0.5,
+            f"upload with the shadow {secs['with']:.2f}s vs {secs['without']:.2f}s without")
+    recs = wait_records(t, px, 2)
+    sh = by_role(recs)["shadow"]
+    t.eq((sh[0]["error"] or {}).get("type"), "shadow_dropped", "shadow record error")
+    t.check("buffer_full" in sh[0]["error"]["message"], "drop reason in the record")
+    lines = metric_line(px, 'tokentap_shadow_dropped_total{shadow="cand",reason="buffer_full"}')
+    t.eq(lines, ['tokentap_shadow_dropped_total{shadow="cand",reason="buffer_full"} 1'],
+         "drop counted")
+    ls.close()
+
+
+def reset_mid_stream(sock, req, fake):
+    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n")
+    ev = b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
+    sock.sendall(b"%x\r\n" % len(ev) + ev + b"\r\n")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+@timeout(60)
+@retry_on_failure(1)
+def test_shadow_reset_mid_stream_never_reaches_client(t):
+    """a shadow that resets mid-stream: recorded as truncated"""
+    fake = t.fake(reset_mid_stream)
+    px, _ = isolation(t, fake.url)
+    shadow_errors(t, px, 4, ["truncated"])
+
+
+@timeout(60)
+@retry_on_failure(1)
+def test_shadow_tls_handshake_hang_never_reaches_client(t):
+    """an https:// shadow that never speaks TLS: cut at its connect_timeout"""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(64)
+    px, _ = isolation(t, f"https://127.0.0.1:{ls.getsockname()[1]}",
+                      sets=("connect_timeout=300ms", "insecure=true"))
+    shadow_errors(t, px, 4, ["upstream_connect_timeout"])
+    ls.close()
+
+
+def huge(sock, req, fake):
+    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n")
+    ev = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"y" * 4000 + b'"}}]}\n\n'
+    chunk = b"%x\r\n" % len(ev) + ev + b"\r\n"
+    block = chunk * 64
+    for _ in range(200):                 # about 51 MB
+        sock.sendall(block)
+    sock.sendall(b"%x\r\n" % len(b"data: [DONE]\n\n") + b"data: [DONE]\n\n\r\n0\r\n\r\n")
+
+
+@timeout(90)
+@retry_on_failure(1)
+def test_shadow_huge_response_keeps_rss_bounded(t):
+    """a shadow that answers every request with 51 MB: drained as it comes,
+    the proxy's RSS grows by no more than a few buffers"""
+    fake = t.fake(huge)
+    px, _ = isolation(t, fake.url, n=2)
+    recs = wait_records(t, px, 6)
+    sh = by_role(recs)["shadow"]
+    t.check(all(r["error"] is None for r in sh), f"shadow errors {[r['error'] for r in sh]}")
+    t.check(all(r["metadata"]["bytes_out"] > 50_000_000 for r in sh), "shadow bodies read whole")
+    rss = px.rss_kib()
+    t.note(f"proxy RSS after 3 x 51 MB shadow responses: {rss} KiB")
+    t.check(rss < 64 * 1024 * t.slow, f"RSS {rss} KiB")
+
+
+def long_stream(t):
+    path = os.path.join(t.tmp, "long.sse")
+    ev = b"".join(b'data: {"choices":[{"index":0,"delta":{"content":"tok%d "}}]}\n\n' % i
+                  for i in range(40))
+    with open(path, "wb") as f:
+        f.write(ev + b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+                + b"data: [DONE]\n\n")
+    return path
+
+
+def cancel_after_first_token(px, path, rid):
+    c = px.conn(timeout=30)
+    c.send(build_request("POST", "/v1/chat/completions",
+                         {"model": "m", "stream": True, "messages": [],
+                          "sim": {"replay": path, "ttft_ms": 50, "gap_ms": 20}},
+                         [("X-Request-Id", rid)]))
+    c.read_head()
+    while b"tok0" not in c.data:
+        c.fill()
+    c.close()
+
+
+@timeout(40)
+def test_client_cancel_cancels_shadow_legs(t):
+    """the client goes after its first token: the shadow leg (default
+    on_client_cancel = cancel) is recorded as cancelled, the primary too"""
+    path = long_stream(t)
+    sim = t.sim()
+    cand = t.sim()
+    px = t.proxy(sim.url, extra=shadow("cand", cand.url))
+    cancel_after_first_token(px, path, "cx-1")
+    recs = by_role(wait_records(t, px, 2), "cx-1")
+    t.eq(recs["primary"][0]["error"]["type"], "cancelled", "primary cancelled")
+    t.eq(recs["shadow"][0]["error"]["type"], "cancelled", "shadow cancelled")
+    t.eq(recs["shadow"][0]["metadata"]["was_cancelled"], True, "shadow was_cancelled")
+
+
+@timeout(40)
+def test_client_cancel_lets_shadow_finish_when_asked(t):
+    """on_client_cancel = finish: the shadow leg runs to its end"""
+    path = long_stream(t)
+    sim = t.sim()
+    cand = t.sim()
+    px = t.proxy(sim.url, extra=shadow("cand", cand.url, "on_client_cancel=finish"))
+    cancel_after_first_token(px, path, "cx-2")
+    recs = by_role(wait_records(t, px, 2), "cx-2")
+    t.eq(recs["primary"][0]["error"]["type"], "cancelled", "primary cancelled")
+    t.eq(recs["shadow"][0]["error"], None, "shadow finished")
+    t.eq(recs["shadow"][0]["metadata"]["token_events"], 40, "shadow token events")
+
+
+@timeout(40)
+def test_sample_key_gives_one_decision_per_value(t):
+    """sample 0.5 by X-User: every request of one user is mirrored or none
+    is; over 40 users both decisions occur"""
+    sim = t.sim()
+    cand = t.sim()
+    px = t.proxy(sim.url, extra=shadow("cand", cand.url, "sample=0.5", "sample_key=X-User"))
+    users = [f"user-{i}" for i in range(40)]
+    for rep in range(3):
+        for u in users:
+            r = px.post("/v1/chat/completions", harness.chat_body({"tokens": 1, "ttft_ms": 0},
+                                                                  stream=False),
+                        headers=[("X-User", u), ("X-Request-Id", f"{u}-{rep}")])
+            t.eq(r.status, 200, "status")
+    primary = 3 * len(users)
+    recs = harness.wait_until(lambda: (lambda x: x if len(by_role(x)["primary"]) >= primary
+                                       else None)(px.records()), 10 * t.slow, what="records")
+    recs = px.records()
+    mirrored = {}
+    for r in by_role(recs)["shadow"]:
+        u = r["metadata"]["x_request_id"].rsplit("-", 1)[0]
+        mirrored[u] = mirrored.get(u, 0) + 1
+    # every mirrored user was mirrored all 3 times (wait for stragglers)
+    for u, k in mirrored.items():
+        if k != 3:
+            harness.wait_until(lambda: sum(1 for r in by_role(px.records())["shadow"]
+                                           if r["metadata"]["x_request_id"].startswith(u + "-"))
+                               == 3, 5 * t.slow, what=f"3 shadow records of {u}")
+    t.check(0 < len(mirrored) < len(users), f"{len(mirrored)} of 40 users mirrored")
+    t.note(f"{len(mirrored)} of 40 users mirrored at sample 0.5")
+
+
+@timeout(30)
+def test_other_and_upgrade_requests_are_not_mirrored(t):
+    """paths default to the decoded LLM APIs: /echo (api other) and an
+    Upgrade are never sent to the shadow"""
+    sim = t.sim()
+    cand = t.sim()
+    px = t.proxy(sim.url, extra=shadow("cand", cand.url))
+    r = px.post("/echo", b"hello")
+    t.eq(r.status, 200, "echo status")
+    c = px.conn()
+    c.send(b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+    h = c.read_head()
+    t.eq(h.status, 101, "upgrade status")
+    c.close()
+    px.records(2)
+    st = cand.stats()
+    t.eq(st["requests"], 0, "requests the candidate saw")
+
+
+@timeout(150)
+def test_sampling_10000_requests_within_binomial_bounds(t):
+    """sample 0.3 over 10,000 requests: the candidate receives a count within
+    5 standard deviations of 3,000 (binomial), and the shadow legs' ok count
+    on /stats is that count"""
+    sim = t.sim()
+    cand = t.sim()
+    px = t.proxy(sim.url, record=False, admin="auto",
+                 extra=shadow("cand", cand.url, "sample=0.3"))
+    body = json.dumps(harness.chat_body({"tokens": 1, "ttft_ms": 0}, stream=False)).encode()
+    raw = build_request("POST", "/v1/chat/completions", body)
+    n = 10000
+    c = px.conn(timeout=30)
+    batch = 50                          # pipelined, answered in order
+    for i in range(0, n, batch):
+        c.send(raw * batch)
+        for _ in range(batch):
+            r = c.response("POST")
+            if r.status != 200:
+                raise harness.Failure(f"request status {r.status}")
+    c.close()
+    sd = (n * 0.3 * 0.7) ** 0.5
+
+    def settled():
+        st = harness.http(px.admin_port, "GET", "/stats").json()
+        return st if st["inflight"] == 0 and st["upstreams"]["cand"]["windows"]["total"][
+            "requests"]["total"] == cand.stats()["requests"] + sum(
+            st["upstreams"]["cand"]["dropped"].values()) else None
+    st = harness.wait_until(settled, 10 * t.slow, what="shadow legs finished")
+    w = st["upstreams"]["cand"]["windows"]["total"]["requests"]
+    drops = st["upstreams"]["cand"]["dropped"]
+    got = cand.stats()["requests"] + sum(drops.values())
+    t.note(f"shadow legs: {w}, dropped {drops}")
+    t.note(f"10000 requests at sample 0.3: {got} mirrored "
+           f"(bounds {3000 - 5 * sd:.0f}..{3000 + 5 * sd:.0f})")
+    t.check(abs(got - 3000) <= 5 * sd, f"{got} mirrored")
+    t.eq(w["ok"], cand.stats()["requests"], "shadow legs ok on /stats")
