@@ -17,8 +17,10 @@ import harness
 from harness import build_request
 
 # RSS may grow a little once (allocator arenas, pools warmed up): the check
-# is that it comes back near the baseline, not that it is byte-identical
+# is that it comes back near the baseline, not that it is byte-identical.
+# Under ASan freed memory waits in a quarantine: keep it small (ASAN below)
 RSS_SLACK_KIB = 8 * 1024
+ASAN = "quarantine_size_mb=1"
 FD_SLACK = 2
 
 
@@ -99,7 +101,7 @@ def test_fault_upstream_resets_at_every_phase(t):
             sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                          b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
     fake = t.fake(handler)
-    px = t.proxy(fake.url, admin="auto")
+    px = t.proxy(fake.url, admin="auto", asan=ASAN)
 
     def normal():
         r = px.request("GET", "/ok")
@@ -163,7 +165,7 @@ def test_fault_garbage_and_oversized_responses(t):
         else:
             sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
     fake = t.fake(handler)
-    px = t.proxy(fake.url)
+    px = t.proxy(fake.url, asan=ASAN)
 
     def normal():
         r = px.request("GET", "/ok")
@@ -188,7 +190,7 @@ def test_fault_slowloris_clients_cut_with_408(t):
     """300 clients each dribbling a head that never ends: every one gets a
     408 at head_timeout and is closed; nothing is forwarded"""
     sim = t.sim()
-    px = t.proxy(sim.url, extra=["--head-timeout", "1s"])
+    px = t.proxy(sim.url, extra=["--head-timeout", "1s"], asan=ASAN)
     normal = sim_normal(t, px)
     base = baseline(t, px, normal)
     requests0 = sim.stats()["requests"]
@@ -216,7 +218,7 @@ def test_fault_fd_exhaustion_pauses_accept(t):
     used while out of fds), warns at most about once a second, and once the
     clients go it serves a normal request"""
     sim = t.sim()
-    px = t.proxy(sim.url, record=False)
+    px = t.proxy(sim.url, record=False, asan=ASAN)
     normal = sim_normal(t, px)
     normal()
     resource.prlimit(px.pid, resource.RLIMIT_NOFILE, (64, 64))
@@ -254,7 +256,7 @@ def test_fault_over_max_connections_gets_503(t):
     """a client over max_connections is answered 503 (OpenAI error shape,
     Connection: close) and closed; one slot freed, the next client is served"""
     sim = t.sim()
-    px = t.proxy(sim.url, extra=["--max-connections", "4"])
+    px = t.proxy(sim.url, extra=["--max-connections", "4"], asan=ASAN)
     normal = sim_normal(t, px)
     held = []
     for _ in range(4):
@@ -287,7 +289,7 @@ def test_fault_over_max_connections_gets_503(t):
 def test_fault_admin_connection_cap(t):
     """the admin listener holds at most admin_max_connections: beyond, 503"""
     sim = t.sim()
-    px = t.proxy(sim.url, admin="auto", extra=["--admin-max-connections", "2"])
+    px = t.proxy(sim.url, admin="auto", extra=["--admin-max-connections", "2"], asan=ASAN)
     held = []
     for _ in range(2):
         c = harness.Conn(px.admin_port)
@@ -330,7 +332,7 @@ def test_fault_full_disk_records_stay_whole(t):
     try:
         sim = t.sim()
         px = t.proxy(sim.url, record=False, admin="auto",
-                     extra=["--record", os.path.join(disk, "r.jsonl")])
+                     extra=["--record", os.path.join(disk, "r.jsonl")], asan=ASAN)
         path = os.path.join(disk, "r.jsonl")
         normal = sim_normal(t, px)
         base = baseline(t, px, normal)
@@ -392,7 +394,7 @@ def test_fault_sighup_storm_keeps_every_record(t):
     logdir = os.path.join(t.tmp, "logs")
     os.makedirs(logdir)
     path = os.path.join(logdir, "r.jsonl")
-    px = t.proxy(sim.url, record=False, extra=["--record", path])
+    px = t.proxy(sim.url, record=False, extra=["--record", path], asan=ASAN)
     px.record_path = path
     normal = sim_normal(t, px)
     base = baseline(t, px, normal)
@@ -487,7 +489,7 @@ def test_fault_sigterm_under_load_delivers_every_stream(t):
     """SIGTERM with 100 streams in flight: each is delivered whole and
     recorded, then the process exits 0"""
     sim = t.sim()
-    px = t.proxy(sim.url)
+    px = t.proxy(sim.url, asan=ASAN)
     results = []
     started = threading.Barrier(101)
 
@@ -529,7 +531,7 @@ def test_fault_secrets_never_in_log_or_record(t):
     in the log (requests tokentap fails itself, which it logs) nor in a
     record"""
     dead = harness.free_port()
-    px = t.proxy(f"http://127.0.0.1:{dead}", extra=["--log-level", "debug"])
+    px = t.proxy(f"http://127.0.0.1:{dead}", extra=["--log-level", "debug"], asan=ASAN)
     for i, name in enumerate(SPELLINGS):
         path = f"/v1beta/models/gemini-2.5-flash:generateContent?alt=sse&{name}=SECRET{i}x"
         r = px.post(path, {"contents": []})
@@ -554,7 +556,7 @@ def test_fault_inspector_budget_forwards_uninspected(t):
     is still forwarded whole and answered; its record says its body was not
     inspected; once the budget is free again bodies are read as before"""
     sim = t.sim()
-    px = t.proxy(sim.url, extra=["--inspect-budget", "64k"])
+    px = t.proxy(sim.url, extra=["--inspect-budget", "64k"], asan=ASAN)
     body = json.dumps(harness.chat_body({"tokens": 2}, stream=False,
                                         pad="p" * 60000)).encode()
     stalled = px.conn(timeout=30)
