@@ -20,6 +20,7 @@
 #include "metrics/delay.h"
 #include "metrics/hist.h"
 #include "metrics/pairs.h"
+#include "metrics/recent.h"
 #include "metrics/record.h"
 #include "metrics/semconv.h"
 
@@ -37,7 +38,23 @@
 #define NWH           (TT_M__COUNT + 1)
 /* window counters: the outcomes first (same order as enum tt_outcome) */
 enum { WC_OK = TT_OUT_OK, WC_ERROR = TT_OUT_ERROR, WC_CANCELLED = TT_OUT_CANCELLED,
-       WC_GOOD, WC_JUDGED, WC__COUNT };
+       WC_GOOD, WC_JUDGED, WC_ERRK, WC__COUNT = WC_ERRK + 16 };
+
+/*
+ * Error kinds counted per window (WC_ERRK + index): tokentap's own error
+ * types, then the generic ones of tt_request_error; a type from a response
+ * body (an upstream's error object) counts as "body_error", anything else
+ * as "other".  A fixed list keeps the window counters bounded.
+ */
+static const char *const err_kinds[WC__COUNT - WC_ERRK] = {
+    "upstream_connect", "upstream_connect_timeout", "upstream_tls",
+    "upstream_reset", "upstream_timeout", "upstream_idle_timeout",
+    "upstream_bad_response", "upstream_status", "upstream_error",
+    "stream_error", "truncated", "http_status", "no_response",
+    "client_error", "body_error", "other",
+};
+enum { EK_CLIENT = 13, EK_BODY, EK_OTHER };
+_Static_assert(EK_OTHER == WC__COUNT - WC_ERRK - 1, "error kinds and counters agree");
 
 /*
  * tokentap_errors_total{type}: a fixed list of the error types requests
@@ -74,6 +91,7 @@ const char *const tt_agg_family_names[TT_FAM__COUNT] = {
     [TT_FAM_LATENCY] = "tokentap_request_latency_seconds",
     [TT_FAM_ISL]     = "tokentap_input_sequence_length_tokens",
     [TT_FAM_OSL]     = "tokentap_output_sequence_length_tokens",
+    [TT_FAM_SERVER_PREFILL] = "tokentap_server_prefill_seconds",
 };
 
 static const char *const family_help[TT_FAM__COUNT] = {
@@ -84,6 +102,7 @@ static const char *const family_help[TT_FAM__COUNT] = {
     [TT_FAM_LATENCY] = "Request latency: last token event (streaming) or response complete.",
     [TT_FAM_ISL]     = "Input (prompt) tokens per ok request, from usage.",
     [TT_FAM_OSL]     = "Output tokens (answer + reasoning) per ok request.",
+    [TT_FAM_SERVER_PREFILL] = "Prompt processing time the server itself reports (llama.cpp prompt_ms, Ollama prompt_eval_duration) per ok request.",
 };
 
 /* the per-request metric feeding each family (ICL is fed from the gaps) */
@@ -91,7 +110,7 @@ static const int family_metric[TT_FAM__COUNT] = {
     [TT_FAM_TTFT] = TT_M_TTFT, [TT_FAM_TTFO] = TT_M_TTFO,
     [TT_FAM_ITL] = TT_M_ITL, [TT_FAM_ICL] = -1,
     [TT_FAM_LATENCY] = TT_M_REQUEST_LATENCY, [TT_FAM_ISL] = TT_M_ISL,
-    [TT_FAM_OSL] = TT_M_OSL,
+    [TT_FAM_OSL] = TT_M_OSL, [TT_FAM_SERVER_PREFILL] = TT_M_SERVER_PREFILL,
 };
 
 static const double latency_buckets[] = {
@@ -127,6 +146,7 @@ struct series {
     uint64_t       good;
     uint64_t       viol[TT_M__COUNT];
     uint64_t       tokens[TOK__COUNT];
+    uint64_t       cached_input;    /* server-reported cached prompt tokens */
     uint64_t       token_events;
     uint64_t       parse_errors;
     uint64_t       errors[NERR];    /* by err_names[] */
@@ -158,6 +178,9 @@ struct tt_agg {
     struct tt_delay *delays[TT_AGG_MAX_DELAYS];  /* borrowed: one per worker */
     unsigned         ndelays;
     int              slo_seen;
+    struct tt_recent *recent;   /* allocated on the first observe */
+    struct tt_slo_set slos;     /* the objectives, for /stats (have_slos) */
+    int              have_slos;
     _Atomic int64_t  inflight;
     struct tt_recorder *rec;
     int                semconv_mode;   /* enum tt_semconv_mode */
@@ -419,6 +442,7 @@ void tt_agg_free(struct tt_agg *a)
     for (unsigned i = 0; i < a->nup; i++)
         tt_wstats_free(&a->w[i]);
     tt_semconv_free(a->sc);
+    free(a->recent);
     free(a->tab);
     free(a->models);
     free(a->mslot);
@@ -429,6 +453,15 @@ void tt_agg_free(struct tt_agg *a)
 void tt_agg_set_recorder(struct tt_agg *a, struct tt_recorder *rec)
 {
     a->rec = rec;
+}
+
+void tt_agg_set_slos(struct tt_agg *a, const struct tt_slo_set *set)
+{
+    pthread_mutex_lock(&a->mu);
+    a->have_slos = set != NULL;
+    if (set != NULL)
+        a->slos = *set;
+    pthread_mutex_unlock(&a->mu);
 }
 
 void tt_agg_inflight(struct tt_agg *a, int delta)
@@ -497,6 +530,25 @@ static uint64_t to_window(int metric, double v)
     return v > 0 ? (uint64_t)llround(v) : 0;
 }
 
+/* the window counter of an error request's kind */
+static unsigned err_kind(const struct tt_request *r)
+{
+    int code;
+    const char *type, *msg;
+    unsigned k;
+
+    if (!tt_request_error(r, &code, &type, &msg) || type == NULL)
+        return WC_ERRK + EK_OTHER;
+    if (r->err_type == NULL && r->s.error)
+        return WC_ERRK + EK_BODY;
+    for (k = 0; k < EK_CLIENT; k++)
+        if (strcmp(type, err_kinds[k]) == 0)
+            return WC_ERRK + k;
+    if (r->err_type != NULL && code >= 400 && code < 500)
+        return WC_ERRK + EK_CLIENT;
+    return WC_ERRK + EK_OTHER;
+}
+
 static void fam_observe(const struct tt_agg *a, struct series *s, int f, double v)
 {
     const double *b = a->bounds[f];
@@ -528,6 +580,12 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
                                                                     : "primary")];
     tt_wstats_at(ws, now_ns, &c);
     tt_wcursor_count(ws, &c, (unsigned)oc, 1);
+    if (oc == TT_OUT_ERROR)
+        tt_wcursor_count(ws, &c, err_kind(r), 1);
+    if (a->recent == NULL)
+        a->recent = calloc(1, sizeof(*a->recent));
+    if (a->recent != NULL)
+        tt_recent_add(a->recent, r, m, slo, now_ns);
     if (slo != NULL) {
         a->slo_seen = 1;
         tt_wcursor_count(ws, &c, WC_JUDGED, 1);
@@ -563,6 +621,8 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
         s->tokens[TOK_OUTPUT] += (uint64_t)m->v[TT_M_OUTPUT_TOKENS];
     if (m->present & (1u << TT_M_REASONING_TOKENS))
         s->tokens[TOK_REASONING] += (uint64_t)m->v[TT_M_REASONING_TOKENS];
+    if (m->present & (1u << TT_M_CACHED_INPUT))
+        s->cached_input += (uint64_t)m->v[TT_M_CACHED_INPUT];
     s->token_events += r->s.token_events;
     s->parse_errors += r->s.parse_errors;
     {
@@ -653,6 +713,7 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
             d->viol[i] += s->viol[i];
         for (int i = 0; i < TOK__COUNT; i++)
             d->tokens[i] += s->tokens[i];
+        d->cached_input += s->cached_input;
         d->token_events += s->token_events;
         d->parse_errors += s->parse_errors;
         for (unsigned i = 0; i < NERR; i++)
@@ -830,6 +891,12 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
                                 s->labels, tok_names[i],
                                 (unsigned long long)s->tokens[i]);
 
+    family_head(out, "tokentap_cached_input_tokens_total", "counter",
+                "Prompt tokens the server reports it served from its cache.");
+    for (struct series *s = a->first; s != NULL; s = s->order)
+        evbuffer_add_printf(out, "tokentap_cached_input_tokens_total{%s} %llu\n",
+                            s->labels, (unsigned long long)s->cached_input);
+
     family_head(out, "tokentap_token_events_total", "counter",
                 "Stream events carrying answer, reasoning or tool-call text.");
     for (struct series *s = a->first; s != NULL; s = s->order)
@@ -931,6 +998,104 @@ static cJSON *num_or_null(double v, int ok)
     return ok && isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
 }
 
+/*
+ * "buckets": [[lo, hi, count], ...] in the metric's unit, the non-empty
+ * ones in increasing order: the window histogram with every 8 adjacent
+ * buckets joined (8 per power of two, so a bucket spans at most 1/8 of its
+ * lower bound; values below 64 base units in steps of 8).
+ */
+#define BUCKET_JOIN 8
+
+static void add_buckets(cJSON *m, const struct tt_hist *h, double scale)
+{
+    cJSON *arr = cJSON_AddArrayToObject(m, "buckets");
+    if (arr == NULL)
+        return;
+    for (unsigned i = 0; i < TT_HIST_BUCKETS; i += BUCKET_JOIN) {
+        uint64_t c = 0, lo, w, lo2, w2;
+        for (unsigned j = i; j < i + BUCKET_JOIN; j++)
+            c += h->b[j];
+        if (c == 0)
+            continue;
+        tt_hist_bucket(i, &lo, &w);
+        tt_hist_bucket(i + BUCKET_JOIN - 1, &lo2, &w2);
+        cJSON *b = cJSON_CreateArray();
+        if (b == NULL || !cJSON_AddItemToArray(arr, b)) {
+            cJSON_Delete(b);
+            return;
+        }
+        cJSON_AddItemToArray(b, cJSON_CreateNumber((double)lo / scale));
+        cJSON_AddItemToArray(b, cJSON_CreateNumber((double)(lo2 + w2) / scale));
+        cJSON_AddItemToArray(b, cJSON_CreateNumber((double)c));
+    }
+}
+
+/* "slo": {"default": {tag: limit}, "models": {model: {tag: limit}}} */
+static void add_objectives(cJSON *obj, const struct tt_slo *slo)
+{
+    for (unsigned i = 0; i < slo->n; i++)
+        cJSON_AddNumberToObject(obj, tt_metric_tag[slo->c[i].metric], slo->c[i].limit);
+}
+
+static void add_slos(cJSON *root, struct tt_agg *a)
+{
+    pthread_mutex_lock(&a->mu);
+    if (!a->have_slos) {
+        pthread_mutex_unlock(&a->mu);
+        cJSON_AddNullToObject(root, "slo");
+        return;
+    }
+    cJSON *o = cJSON_AddObjectToObject(root, "slo");
+    cJSON *d = o ? cJSON_AddObjectToObject(o, "default") : NULL;
+    cJSON *ms = o ? cJSON_AddObjectToObject(o, "models") : NULL;
+    if (d != NULL)
+        add_objectives(d, &a->slos.dflt);
+    for (unsigned i = 0; ms != NULL && i < a->slos.n; i++) {
+        cJSON *mo = cJSON_AddObjectToObject(ms, a->slos.m[i].model);
+        if (mo != NULL)
+            add_objectives(mo, &a->slos.m[i].slo);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+/*
+ * "recent": the rings of every aggregator, merged.  Each ring is copied
+ * under its lock (a memcpy) and rendered outside it, so a scrape holds up
+ * finishing requests for microseconds, not for the rendering.
+ */
+static int add_recent(cJSON *root, struct tt_agg *const *aggs, unsigned n,
+                      uint64_t now_ns)
+{
+    cJSON *o = cJSON_AddObjectToObject(root, "recent");
+    struct tt_recent *copy = malloc(sizeof(*copy));
+    int rc = 0;
+
+    if (o == NULL || copy == NULL) {
+        free(copy);
+        return -1;
+    }
+    cJSON_AddNumberToObject(o, "capacity", TT_RECENT_ENTRIES);
+    cJSON_AddNumberToObject(o, "slowest_capacity", TT_RECENT_SLOW);
+    cJSON_AddNumberToObject(o, "slowest_window_s", (double)(TT_RECENT_SLOW_NS / 1000000000ull));
+    cJSON_AddNumberToObject(o, "token_cap", TT_RECENT_TOKENS);
+    cJSON *rq = cJSON_AddArrayToObject(o, "requests");
+    cJSON *sl = cJSON_AddArrayToObject(o, "slowest");
+    if (rq == NULL || sl == NULL)
+        rc = -1;
+    for (unsigned k = 0; rc == 0 && k < n; k++) {
+        int have;
+        pthread_mutex_lock(&aggs[k]->mu);
+        have = aggs[k]->recent != NULL;
+        if (have)
+            memcpy(copy, aggs[k]->recent, sizeof(*copy));
+        pthread_mutex_unlock(&aggs[k]->mu);
+        if (have)
+            rc = tt_recent_json(copy, now_ns, rq, sl);
+    }
+    free(copy);
+    return rc < 0 ? -1 : tt_recent_finish(rq, sl);
+}
+
 static void add_metric_stats(cJSON *obj, const char *tag, const char *unit,
                              const struct tt_hist *h, double scale)
 {
@@ -948,6 +1113,7 @@ static void add_metric_stats(cJSON *obj, const char *tag, const char *unit,
     static const char *const pn[] = { "p50", "p90", "p95", "p99" };
     for (int i = 0; i < 4; i++)
         cJSON_AddNumberToObject(m, pn[i], (double)tt_hist_percentile(h, ps[i]) / scale);
+    add_buckets(m, h, scale);
 }
 
 /* the windows of upstream <name> over <aggs> into a new object; NULL on
@@ -989,6 +1155,10 @@ static cJSON *windows_json(struct tt_agg *const *aggs, unsigned n, const char *n
             cJSON_AddNumberToObject(rq, "cancelled", (double)cnt[WC_CANCELLED]);
             cJSON_AddNumberToObject(rq, "total", (double)total);
         }
+        cJSON *ek = cJSON_AddObjectToObject(w, "errors");
+        for (unsigned i = WC_ERRK; ek != NULL && i < WC__COUNT; i++)
+            if (cnt[i] > 0)
+                cJSON_AddNumberToObject(ek, err_kinds[i - WC_ERRK], (double)cnt[i]);
         cJSON_AddItemToObject(w, "good_requests",
                               num_or_null((double)cnt[WC_GOOD], slo_seen));
         cJSON_AddItemToObject(w, "request_throughput",
@@ -1080,6 +1250,9 @@ int tt_agg_stats_json_at(struct tt_agg *const *aggs, unsigned n,
         cJSON_AddItemToObject(o, "windows", uw);
     }
     if (tt_pairs_json(pairs, root, now_ns) < 0)
+        goto done;
+    add_slos(root, aggs[0]);
+    if (add_recent(root, aggs, n, now_ns) < 0)
         goto done;
 
     char *txt = cJSON_PrintUnformatted(root);

@@ -47,6 +47,34 @@ static uint64_t last_token_time(const struct tt_request *r)
     return 0;
 }
 
+/*
+ * What the server says it spent (SPEC section 11), beside tokentap's clock:
+ * prefill = llama.cpp timings.prompt_ms, Ollama prompt_eval_duration; queue
+ * (server time before prefill) = TGI x-queue-time, Ollama load_duration;
+ * outside = TTFT - queue - prefill: transit, proxying, connection set-up and
+ * delivery, the part of the client's wait the model did not spend.
+ */
+static void server_figures(const struct tt_request *r, struct tt_metric_values *m,
+                           double ttft)
+{
+    double prefill = tt_request_server_get(r, TT_SRV_PROMPT_MS);
+    double queue = tt_request_server_get(r, TT_SRV_QUEUE_MS);
+    double v;
+
+    if (prefill < 0 && (v = tt_request_server_get(r, TT_SRV_PROMPT_EVAL_NS)) >= 0)
+        prefill = v / 1e6;
+    if (queue < 0 && (v = tt_request_server_get(r, TT_SRV_LOAD_NS)) >= 0)
+        queue = v / 1e6;
+    if (r->s.usage_cached >= 0)
+        put(m, TT_M_CACHED_INPUT, (double)r->s.usage_cached);
+    if (prefill >= 0)
+        put(m, TT_M_SERVER_PREFILL, prefill);
+    if (queue >= 0)
+        put(m, TT_M_SERVER_QUEUE, queue);
+    if (ttft >= 0 && prefill >= 0)
+        put(m, TT_M_TTFT_OUTSIDE, ttft - prefill - (queue > 0 ? queue : 0));
+}
+
 void tt_metrics_compute(const struct tt_request *r, struct tt_metric_values *m,
                         const char **token_count_source)
 {
@@ -87,8 +115,9 @@ void tt_metrics_compute(const struct tt_request *r, struct tt_metric_values *m,
         source = "usage";
         if (s->usage_reasoning >= 0) {
             reasoning = (double)s->usage_reasoning;
-        } else if (s->reasoning_events > 0) {
-            /* split the usage total by the share of reasoning text */
+        } else if (s->reasoning_events > 0 || s->reasoning_bytes > 0) {
+            /* split the usage total by the share of reasoning text (a
+             * non-streaming body has reasoning text but no events) */
             double rb = (double)s->reasoning_bytes, ab = (double)s->answer_bytes;
             double share;
             if (rb + ab > 0)
@@ -124,6 +153,8 @@ void tt_metrics_compute(const struct tt_request *r, struct tt_metric_values *m,
         if (itl > 0)
             put(m, TT_M_OTPS_USER, 1000.0 / itl);
     }
+
+    server_figures(r, m, ttft);
 
     if (token_count_source != NULL)
         *token_count_source = source;

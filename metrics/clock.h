@@ -16,7 +16,13 @@
  *  - OSL without usage is counted from token events for streams only; a
  *    non-streaming body without usage has no token counts (source NULL).
  *  - reasoning_token_count is present when the server reported it, or when
- *    reasoning events were seen; a plain answer has no reasoning count.
+ *    reasoning text was seen (events, or a body's reasoning fields); a plain
+ *    answer has no reasoning count.
+ *  - server_prefill_ms / server_queue_ms / cached_input_tokens are the
+ *    server's own figures, present whenever it reports them;
+ *    ttft_outside_server_ms = TTFT - queue - prefill needs a TTFT (streams)
+ *    and may be negative when the server's accounting and the client's wait
+ *    disagree (it is reported as measured, not clamped).
  *  - output_throughput_per_user is absent when ITL is 0 (all tokens in one
  *    event): an infinite rate is not a measurement.
  *  - Error and cancelled requests get the metrics of what was seen (the

@@ -18,6 +18,10 @@ const char *const tt_metric_tag[TT_M__COUNT] = {
     [TT_M_OUTPUT_TOKENS]     = "output_token_count",
     [TT_M_REASONING_TOKENS]  = "reasoning_token_count",
     [TT_M_REASONING_LATENCY] = "reasoning_latency",
+    [TT_M_CACHED_INPUT]      = "cached_input_tokens",
+    [TT_M_SERVER_PREFILL]    = "server_prefill_ms",
+    [TT_M_SERVER_QUEUE]      = "server_queue_ms",
+    [TT_M_TTFT_OUTSIDE]      = "ttft_outside_server_ms",
 };
 
 const char *const tt_metric_unit[TT_M__COUNT] = {
@@ -32,6 +36,10 @@ const char *const tt_metric_unit[TT_M__COUNT] = {
     [TT_M_OUTPUT_TOKENS]     = "tokens",
     [TT_M_REASONING_TOKENS]  = "tokens",
     [TT_M_REASONING_LATENCY] = "ms",
+    [TT_M_CACHED_INPUT]      = "tokens",
+    [TT_M_SERVER_PREFILL]    = "ms",
+    [TT_M_SERVER_QUEUE]      = "ms",
+    [TT_M_TTFT_OUTSIDE]      = "ms",
 };
 
 int tt_metric_by_tag(const char *tag)

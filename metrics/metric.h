@@ -20,6 +20,10 @@ enum tt_metric {
     TT_M_OUTPUT_TOKENS,     /* output_token_count, tokens */
     TT_M_REASONING_TOKENS,  /* reasoning_token_count, tokens */
     TT_M_REASONING_LATENCY, /* reasoning_latency, ms */
+    TT_M_CACHED_INPUT,      /* cached_input_tokens, tokens (server-reported) */
+    TT_M_SERVER_PREFILL,    /* server_prefill_ms, ms (server-reported) */
+    TT_M_SERVER_QUEUE,      /* server_queue_ms, ms (server-reported) */
+    TT_M_TTFT_OUTSIDE,      /* ttft_outside_server_ms, ms: TTFT - server queue - prefill */
     TT_M__COUNT
 };
 

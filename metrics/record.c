@@ -152,8 +152,7 @@ static void jw_double(struct jw *w, double v)
     jw_raw(w, tmp, (size_t)n);
 }
 
-/* length of the valid UTF-8 sequence at <s> (n bytes left), 0 if invalid */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t tt_utf8_len(const unsigned char *s, size_t n)
 {
     unsigned char c = s[0];
     size_t len;
@@ -220,7 +219,7 @@ static void jw_strn(struct jw *w, const char *str, size_t n)
                 jw_raw(w, e, 6);
             i++;
         } else {
-            size_t l = utf8_len(s + i, n - i);
+            size_t l = tt_utf8_len(s + i, n - i);
             if (l == 0) {
                 jw_lit(w, "\\ufffd");
                 i++;
@@ -317,19 +316,20 @@ static int secret_param(const char *name, size_t n)
     return 0;
 }
 
-size_t tt_redact_path(const char *path, char *out, size_t outlen)
+size_t tt_record_redact_path(const char *path, char *buf, size_t bufsize)
 {
-    const char *q = strchr(path, '?'), *p;
+    const char *q = strchr(path, '?');
+    const char *p;
     size_t o = 0, cap;
 
-    if (outlen == 0)
+    if (bufsize == 0)
         return 0;
-    cap = outlen - 1;
+    cap = bufsize - 1;
 #define PUT(s, n) do { size_t _n = (n); if (o + _n > cap) _n = cap - o; \
-                       memcpy(out + o, (s), _n); o += _n; } while (0)
+                       memcpy(buf + o, (s), _n); o += _n; } while (0)
     if (q == NULL) {
         PUT(path, strlen(path));
-        out[o] = '\0';
+        buf[o] = '\0';
         return o;
     }
     p = q + 1;
@@ -351,18 +351,15 @@ size_t tt_redact_path(const char *path, char *out, size_t outlen)
         p = end + 1;
     }
 #undef PUT
-    out[o] = '\0';
+    buf[o] = '\0';
     return o;
 }
-
-/* ---- the record --------------------------------------------------------- */
 
 /* the path with values of secret query parameters replaced by REDACTED */
 static void jw_path(struct jw *w, const char *path)
 {
-    char buf[TT_REDACT_MAX];
-    size_t n = tt_redact_path(path, buf, sizeof(buf));
-    jw_strn(w, buf, n);
+    char buf[TT_RECORD_PATH_MAX];
+    jw_strn(w, buf, tt_record_redact_path(path, buf, sizeof(buf)));
 }
 
 static int64_t wall_of(const struct tt_request *r, uint64_t mono)
@@ -370,8 +367,7 @@ static int64_t wall_of(const struct tt_request *r, uint64_t mono)
     return r->start_wall_ns + (int64_t)(mono - r->t0);
 }
 
-/* the last instant the request was seen alive */
-static uint64_t end_mono(const struct tt_request *r)
+uint64_t tt_record_end_mono(const struct tt_request *r)
 {
     uint64_t end = r->ts[TT_TS_RESPONSE_COMPLETE];
     if (end != 0)
@@ -419,7 +415,7 @@ char *tt_record_format(const struct tt_request *r,
     else
         jw_lit(&w, "null");
     jw_key(&w, "request_end_ns", &f);
-    jw_i64(&w, wall_of(r, end_mono(r)));
+    jw_i64(&w, wall_of(r, tt_record_end_mono(r)));
     jw_key(&w, "was_cancelled", &f);
     jw_lit(&w, r->cancelled ? "true" : "false");
     jw_key(&w, "upstream", &f);
@@ -475,7 +471,8 @@ char *tt_record_format(const struct tt_request *r,
     }
     jw_raw(&w, "}", 1);
 
-    if (s->usage_input >= 0 || s->usage_output >= 0 || s->usage_reasoning >= 0) {
+    if (s->usage_input >= 0 || s->usage_output >= 0 || s->usage_reasoning >= 0 ||
+        s->usage_cached >= 0) {
         jw_key(&w, "usage", &f);
         jw_raw(&w, "{", 1);
         g = 1;
@@ -490,6 +487,31 @@ char *tt_record_format(const struct tt_request *r,
         if (s->usage_reasoning >= 0) {
             jw_key(&w, "reasoning_tokens", &g);
             jw_i64(&w, s->usage_reasoning);
+        }
+        if (s->usage_cached >= 0) {
+            jw_key(&w, "cached_input_tokens", &g);
+            jw_i64(&w, s->usage_cached);
+        }
+        jw_raw(&w, "}", 1);
+    }
+    if (r->usage_injected) {
+        jw_key(&w, "usage_injected", &f);
+        jw_lit(&w, "true");
+    }
+    if (s->choices > 1) {
+        jw_key(&w, "choices", &f);
+        jw_u64(&w, s->choices);
+    }
+    if (s->server_present != 0) {
+        /* the server's own figures, keyed and in units as it names them */
+        jw_key(&w, "server", &f);
+        jw_raw(&w, "{", 1);
+        g = 1;
+        for (int i = 0; i < TT_SRV__COUNT; i++) {
+            if (!(s->server_present & (1u << i)))
+                continue;
+            jw_key(&w, tt_srv_names[i], &g);
+            jw_double(&w, s->server[i]);
         }
         jw_raw(&w, "}", 1);
     }
@@ -632,7 +654,7 @@ static int open_path(const char *path, char *err, size_t errlen)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0640);
     if (fd < 0 && err != NULL)
-        snprintf(err, errlen, "record file '%s': %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
     return fd;
 }
 

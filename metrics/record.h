@@ -51,13 +51,21 @@ char *tt_record_format(const struct tt_request *r,
 
 /*
  * <path> with the values of credential query parameters (key, api_key,
- * access_token, ...: metrics/record.c lists them; names compared after
- * percent-decoding, case-insensitively) replaced by REDACTED, into <out>
- * (NUL-terminated, truncated to <outlen> - 1).  Returns the length.  The one
- * redaction used by records and by every log line that shows a path.
+ * access_token, token, sig, ...: metrics/record.c lists them; names
+ * compared case-insensitively after percent-decoding, so %6Bey= is key=)
+ * replaced by REDACTED, as records show it; the access log, every log line
+ * that shows a path and the recent-request ring (metrics/recent.c) use the
+ * same.  Writes at most <bufsize> - 1 bytes and
+ * a NUL into <buf>; returns the length.
  */
-#define TT_REDACT_MAX 640
-size_t tt_redact_path(const char *path, char *out, size_t outlen);
+#define TT_RECORD_PATH_MAX (sizeof(((struct tt_request *)0)->path) + 64)
+size_t tt_record_redact_path(const char *path, char *buf, size_t bufsize);
+
+/* length of the valid UTF-8 sequence at <s> (<n> bytes left), 0 if invalid */
+size_t tt_utf8_len(const unsigned char *s, size_t n);
+
+/* the last instant <r> was seen alive (monotonic ns): request_end_ns */
+uint64_t tt_record_end_mono(const struct tt_request *r);
 
 struct tt_recorder;
 

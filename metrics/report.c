@@ -59,6 +59,10 @@ static const char *const header_of[NMETRIC] = {
     [TT_M_OUTPUT_TOKENS]     = "Output Token Count",
     [TT_M_REASONING_TOKENS]  = "Reasoning Token Count",
     [TT_M_REASONING_LATENCY] = "Reasoning Latency",
+    [TT_M_CACHED_INPUT]      = "Cached Input Tokens",
+    [TT_M_SERVER_PREFILL]    = "Server Prefill",
+    [TT_M_SERVER_QUEUE]      = "Server Queue",
+    [TT_M_TTFT_OUTSIDE]      = "TTFT Outside Server",
     [ICL]                    = "Inter Chunk Latency",
 };
 
@@ -83,6 +87,7 @@ static const int order[NMETRIC] = {
     TT_M_TTFT, TT_M_TTST, TT_M_TTFO, TT_M_REQUEST_LATENCY, TT_M_ITL, ICL,
     TT_M_OTPS_USER, TT_M_ISL, TT_M_OSL, TT_M_OUTPUT_TOKENS,
     TT_M_REASONING_TOKENS, TT_M_REASONING_LATENCY,
+    TT_M_CACHED_INPUT, TT_M_SERVER_QUEUE, TT_M_SERVER_PREFILL, TT_M_TTFT_OUTSIDE,
 };
 
 static const char *tag_of(int m)
@@ -149,9 +154,12 @@ struct ropts {
     int          fmt;            /* enum rfmt */
     int64_t      slice_ns;       /* --slice-duration, 0 = none */
     const char  *slice_arg;
+    /* --compare-upstreams A,B: both sets from the same files, by upstream */
+    char         cmp_up[2][128];
+    struct tt_rfilter fb;        /* set B's filter then */
 };
 
-static void usage(FILE *out)
+int tt_report_usage(FILE *out)
 {
     fprintf(out,
 "usage: tokentap report RECORDS.jsonl [MORE.jsonl ...] [options]\n"
@@ -178,6 +186,10 @@ static void usage(FILE *out)
 "                     e.g. 2026-01-01T00:00:00Z)\n"
 "  --export DIR       write DIR/profile_export_aiperf.json and\n"
 "                     DIR/profile_export_aiperf.csv (AIPerf's layout)\n"
+"  --compare-upstreams A,B\n"
+"                     compare two upstreams of the same records (a shadow\n"
+"                     and its primary: primary,candidate) as --compare\n"
+"                     does, pairing the legs of each request by x_request_id\n"
 "  --compare B.jsonl  compare with a second record set (repeatable: more\n"
 "                     files of set B): both side by side with absolute and\n"
 "                     relative differences; requests present in both (same\n"
@@ -213,6 +225,7 @@ static void usage(FILE *out)
 "Exit status: 0 ok, 1 an output could not be written or an input failed\n"
 "mid-read, 2 bad arguments or unreadable input.\n",
             TT_RPT_DEFAULT_MAX_EXACT);
+    return ferror(out) ? -1 : 0;
 }
 
 static int bad(const char *fmt, const char *a, const char *b)
@@ -248,7 +261,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         char name[32];
 
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
+            tt_report_usage(stdout);
             return 1;
         }
         if (strcmp(a, "-") == 0 || a[0] != '-') {
@@ -270,6 +283,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
             "--goodput", "--model", "--api", "--upstream", "--status",
             "--since", "--until", "--export", "--compare", "--trace",
             "--plot", "--max-exact", "--format", "--slice-duration",
+            "--compare-upstreams",
         };
         int k = -1;
         for (size_t j = 0; j < sizeof(known) / sizeof(known[0]); j++)
@@ -339,6 +353,18 @@ static int parse_args(int argc, char **argv, struct ropts *o)
             o->fmt = f;
             break;
         }
+        case 14: {
+            const char *comma = strchr(val, ',');
+            size_t la = comma ? (size_t)(comma - val) : 0;
+            if (comma == NULL || la == 0 || comma[1] == '\0' || strchr(comma + 1, ',') ||
+                la >= sizeof(o->cmp_up[0]) || strlen(comma + 1) >= sizeof(o->cmp_up[1]))
+                return bad("--compare-upstreams: expected A,B (two upstream names, "
+                           "e.g. primary,candidate), got '%s'%s", val, "");
+            memcpy(o->cmp_up[0], val, la);
+            o->cmp_up[0][la] = '\0';
+            strcpy(o->cmp_up[1], comma + 1);
+            break;
+        }
         case 13:
             if (tt_rpt_parse_duration(val, &o->slice_ns) < 0)
                 return bad("--slice-duration: '%s' is not a duration (e.g. 30s, 5m, 1h, 300; 1 ms to 366 d)%s",
@@ -351,6 +377,20 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         return bad("%s%s", "no record files given", "");
     if (o->f.since_ns > o->f.until_ns)
         return bad("%s%s", "--since is after --until", "");
+    if (o->cmp_up[0][0]) {
+        if (o->ncmp)
+            return bad("%s%s", "--compare-upstreams and --compare: one comparison at a time", "");
+        if (o->f.upstream)
+            return bad("%s%s", "--compare-upstreams and --upstream: the pair names the upstreams", "");
+        for (int i = 0; i < o->nfiles; i++)
+            if (strcmp(o->files[i], "-") == 0)
+                return bad("%s%s", "--compare-upstreams reads its files twice: give files, not -", "");
+        /* A and B: the same records, one upstream each (shadow legs and
+         * their primary share x_request_id, so they pair) */
+        o->fb = o->f;
+        o->f.upstream = o->cmp_up[0];
+        o->fb.upstream = o->cmp_up[1];
+    }
     return 0;
 }
 
@@ -856,7 +896,7 @@ static void compute_scalars(const struct tt_rset *s, struct scalars *c)
     memset(c, 0, sizeof(*c));
     c->records = s->records;
     c->valid = s->valid;
-    c->errors = s->errors;
+    c->errors = s->errors + s->cancelled;   /* AIPerf counts cancellations as errors */
     c->good = s->good;
     c->judged = s->judged;
     c->dur = tt_rset_duration_s(s);
@@ -1002,9 +1042,10 @@ static int print_warnings(FILE *out, const struct tt_rset *s, const char *pfx,
 
 static void print_header(FILE *out, const struct tt_rset *s, const char *files)
 {
-    fprintf(out, "%s: %llu records (%llu ok, %llu errors) from %s; %llu lines, %llu malformed, %llu filtered out\n",
+    fprintf(out, "%s: %llu records (%llu ok, %llu errors, %llu cancelled) from %s; %llu lines, %llu malformed, %llu filtered out\n",
             s->label, (unsigned long long)s->records, (unsigned long long)s->valid,
-            (unsigned long long)s->errors, files, (unsigned long long)s->lines,
+            (unsigned long long)s->errors, (unsigned long long)s->cancelled, files,
+            (unsigned long long)s->lines,
             (unsigned long long)s->malformed, (unsigned long long)s->filtered);
 }
 
@@ -1094,6 +1135,9 @@ static void print_scalars(FILE *out, const struct scalars *c)
 
 static void print_errors(FILE *out, const struct tt_rset *s)
 {
+    if (s->cancelled > 0)
+        fprintf(out, "Cancelled: %llu (the client closed the connection before the end; not errors)\n",
+                (unsigned long long)s->cancelled);
     if (s->errors == 0) {
         fprintf(out, "Errors: none\n");
         return;
@@ -2102,13 +2146,14 @@ int tt_report_main(int argc, char **argv)
         judge.have_spec = 1;
     }
 
+    int by_upstream = o.cmp_up[0][0] != '\0';
     a = malloc(sizeof(*a));
     ma = malloc(sizeof(*ma));
-    if (o.ncmp) {
+    if (o.ncmp || by_upstream) {
         b = malloc(sizeof(*b));
         mb = malloc(sizeof(*mb));
     }
-    if (a == NULL || ma == NULL || (o.ncmp && (b == NULL || mb == NULL))) {
+    if (a == NULL || ma == NULL || ((o.ncmp || by_upstream) && (b == NULL || mb == NULL))) {
         fprintf(stderr, "tokentap report: out of memory\n");
         free(a);
         free(b);
@@ -2116,15 +2161,22 @@ int tt_report_main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    tt_rset_init(a, o.ncmp ? "A" : "Records", o.max_exact, &o.f, &judge);
+    tt_rset_init(a, b ? "A" : "Records", o.max_exact, &o.f, &judge);
     if (b)
-        tt_rset_init(b, "B", o.max_exact, &o.f, &judge);
+        tt_rset_init(b, "B", o.max_exact, by_upstream ? &o.fb : &o.f, &judge);
     join(fa, sizeof(fa), o.files, o.nfiles);
     join(fb, sizeof(fb), o.cmp, o.ncmp);
+    if (by_upstream) {
+        char files[1024];
+        snprintf(files, sizeof(files), "%.1000s", fa);
+        snprintf(fa, sizeof(fa), "%s, upstream %s", files, o.cmp_up[0]);
+        snprintf(fb, sizeof(fb), "%s, upstream %s", files, o.cmp_up[1]);
+    }
 
     if ((rc = read_set(a, o.files, o.nfiles)) != 0)
         goto out;
-    if (b && (rc = read_set(b, o.cmp, o.ncmp)) != 0)
+    if (b && (rc = read_set(b, by_upstream ? o.files : o.cmp,
+                            by_upstream ? o.nfiles : o.ncmp)) != 0)
         goto out;
 
     summarize(a, ma);

@@ -8,7 +8,12 @@
 #ifndef TT_REPORT_H
 #define TT_REPORT_H
 
+#include <stdio.h>
+
 /* returns the process exit status: 0 ok, 1 I/O failure, 2 bad arguments */
 int tt_report_main(int argc, char **argv);
+
+/* `tokentap report --help` (also the report section of tokentap(1)) */
+int tt_report_usage(FILE *out);
 
 #endif

@@ -380,13 +380,15 @@ void tt_rset_add_line(struct tt_rset *s, const char *line, size_t len)
     const char *schema = str_of(root, "schema");
     table_bump(&s->schemas, schema ? schema : "(none)", 0, NULL);
 
-    /* error: the error object, or a cancelled request (code 499) */
+    /* error: the error object, or a cancelled request (code 499); a
+     * cancelled request is counted apart from the errors (as /stats does)
+     * and, like them, kept out of the metrics */
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
     int cancelled = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "was_cancelled"));
     int is_error = cJSON_IsObject(err) || cancelled;
-    if (cancelled)
+    if (cancelled) {
         s->cancelled++;
-    if (is_error) {
+    } else if (is_error) {
         const char *type = cJSON_IsObject(err) ? str_of(err, "type") : NULL;
         const cJSON *code = cJSON_IsObject(err)
                                 ? cJSON_GetObjectItemCaseSensitive(err, "code") : NULL;
@@ -395,7 +397,8 @@ void tt_rset_add_line(struct tt_rset *s, const char *line, size_t len)
                    cJSON_IsNumber(code) ? (int)code->valuedouble : (cancelled ? 499 : 0),
                    msg);
         s->errors++;
-    } else {
+    }
+    if (!is_error) {
         /* counting methods matter for valid records' token counts only */
         const char *src = str_of(meta, "token_count_source");
         table_bump(&s->sources, src ? src : "(none)", 0, NULL);

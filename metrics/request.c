@@ -24,6 +24,14 @@ static const char *const api_names[TT_API__COUNT] = {
     [TT_API_GEMINI]             = "gemini",
     [TT_API_OLLAMA]             = "ollama",
     [TT_API_TGI]                = "tgi",
+    [TT_API_LLAMACPP]           = "llamacpp.completion",
+};
+
+const char *const tt_srv_names[TT_SRV__COUNT] = {
+    "prompt_n", "cache_n", "prompt_ms", "predicted_n", "predicted_ms",
+    "prompt_eval_duration", "eval_duration", "load_duration", "total_duration",
+    "x-queue-time", "x-inference-time", "x-time-per-token", "x-validation-time",
+    "x-prompt-tokens", "x-generated-tokens", "openai-processing-ms",
 };
 
 const char *tt_api_name(enum tt_api api)
@@ -42,13 +50,18 @@ void tt_request_init(struct tt_request *r)
     r->s.usage_input = -1;
     r->s.usage_output = -1;
     r->s.usage_reasoning = -1;
+    r->s.usage_cached = -1;
     r->upstream_name = "primary";
 }
 
 void tt_request_reset(struct tt_request *r)
 {
+    char client[sizeof(r->client)];
+
+    memcpy(client, r->client, sizeof(client));      /* the connection's */
     free(r->token_ts);
     tt_request_init(r);
+    memcpy(r->client, client, sizeof(client));
 }
 
 int tt_request_token(struct tt_request *r, uint64_t ts)
@@ -80,6 +93,21 @@ void tt_request_set_error(struct tt_request *r, int code, const char *type,
         memcpy(r->err_msg, msg, n);
         r->err_msg[n] = '\0';
     }
+}
+
+void tt_request_server(struct tt_request *r, enum tt_srv k, double v)
+{
+    if ((unsigned)k >= TT_SRV__COUNT || !(v >= 0) || v > 1e15)
+        return;             /* negative, NaN or absurd: not a measurement */
+    r->s.server[k] = v;
+    r->s.server_present |= 1u << k;
+}
+
+double tt_request_server_get(const struct tt_request *r, enum tt_srv k)
+{
+    if ((unsigned)k >= TT_SRV__COUNT || !(r->s.server_present & (1u << k)))
+        return -1.0;
+    return r->s.server[k];
 }
 
 uint64_t tt_now_mono(void)

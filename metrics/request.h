@@ -23,6 +23,7 @@ enum tt_api {
     TT_API_GEMINI,
     TT_API_OLLAMA,
     TT_API_TGI,
+    TT_API_LLAMACPP,            /* llama.cpp's native /completion, /infill */
     TT_API__COUNT
 };
 
@@ -49,6 +50,34 @@ enum tt_ts {
 /* record key of each boundary ("request_complete", ...) */
 extern const char *const tt_ts_names[TT_TS__COUNT];
 
+/*
+ * What the server reports about the request itself (SPEC section 11), kept
+ * beside tokentap's own clock, never in place of it.  Values in the server's
+ * own unit (the record key says which); absent unless the bit is set.
+ */
+enum tt_srv {
+    TT_SRV_PROMPT_N = 0,        /* llama.cpp timings */
+    TT_SRV_CACHE_N,
+    TT_SRV_PROMPT_MS,
+    TT_SRV_PREDICTED_N,
+    TT_SRV_PREDICTED_MS,
+    TT_SRV_PROMPT_EVAL_NS,      /* Ollama final line, ns */
+    TT_SRV_EVAL_NS,
+    TT_SRV_LOAD_NS,
+    TT_SRV_TOTAL_NS,
+    TT_SRV_QUEUE_MS,            /* TGI response headers, ms */
+    TT_SRV_INFERENCE_MS,
+    TT_SRV_PER_TOKEN_MS,
+    TT_SRV_VALIDATION_MS,
+    TT_SRV_PROMPT_TOKENS,
+    TT_SRV_GENERATED_TOKENS,
+    TT_SRV_PROCESSING_MS,       /* OpenAI openai-processing-ms header */
+    TT_SRV__COUNT
+};
+
+/* record key of each field, as the server names it ("prompt_ms", ...) */
+extern const char *const tt_srv_names[TT_SRV__COUNT];
+
 /* what the stream decoder found in a response body (proxy/stream.c) */
 struct tt_stream_stats {
     uint32_t events;            /* decoded events of any kind */
@@ -60,6 +89,10 @@ struct tt_stream_stats {
     int64_t  usage_input;       /* prompt tokens, -1 when absent */
     int64_t  usage_output;      /* completion tokens incl. reasoning, -1 when absent */
     int64_t  usage_reasoning;   /* reasoning tokens, -1 when absent */
+    int64_t  usage_cached;      /* cached prompt tokens, -1 when absent */
+    uint32_t choices;           /* choices (or prompts) answered, 0 unknown */
+    uint32_t server_present;    /* bit (1u << enum tt_srv) per known field */
+    double   server[TT_SRV__COUNT];
     uint32_t parse_errors;      /* malformed events (forwarded, counted) */
     unsigned terminal:1;        /* terminal marker seen ([DONE], message_stop...) */
     unsigned error:1;           /* error object / error event in the body */
@@ -84,6 +117,8 @@ struct tt_request {
     uint32_t  cap_token_ts;
 
     char     request_id[128];
+    char     client[48];        /* client address, for the access log: set
+                                 * once per connection, kept by reset */
     char     method[16];
     char     path[512];
     char     model[128];        /* from the request body (inspector) */
@@ -91,10 +126,12 @@ struct tt_request {
     int      stream;            /* -1 unknown, 0, 1 (from the request) */
     int      include_usage;     /* -1 unknown, 0, 1 (stream_options) */
     int64_t  max_tokens;        /* -1 absent */
+    int      prompts;           /* prompts in a list-of-prompts body, 0 = one/unknown */
     int      status;            /* upstream (or own) status code, 0 none */
     unsigned upstream_reused:1;
     unsigned cancelled:1;       /* client went away before the end */
     unsigned upgraded:1;        /* Upgrade tunnel */
+    unsigned usage_injected:1;  /* --inject-usage rewrote the request (proxy/inject.c) */
     const char *upstream_name;  /* "primary" or a shadow's name; borrowed */
     unsigned    target_idx;     /* 0 primary, 1.. shadows (proxy/target.h) */
     unsigned    shadow:1;       /* role "shadow": a mirrored copy */
@@ -121,6 +158,11 @@ void tt_request_reset(struct tt_request *r);     /* free owned memory, re-init *
 int  tt_request_token(struct tt_request *r, uint64_t ts);
 void tt_request_set_error(struct tt_request *r, int code, const char *type,
                           const char *msg);
+
+/* note a server-reported figure (the last report of a field wins) */
+void tt_request_server(struct tt_request *r, enum tt_srv k, double v);
+/* the field, or -1 when the server did not report it */
+double tt_request_server_get(const struct tt_request *r, enum tt_srv k);
 
 uint64_t tt_now_mono(void);     /* CLOCK_MONOTONIC ns */
 int64_t  tt_now_wall(void);     /* CLOCK_REALTIME ns */

@@ -1,7 +1,8 @@
 /*
  * The admin listener: evhttp on the caller's event base, four read-only
  * endpoints over the aggregator (see proxy/admin.h).  Started by
- * proxy/server.c; the pages are produced by metrics/agg.c.
+ * proxy/server.c; the pages are produced by metrics/agg.c, except
+ * /dashboard, the embedded proxy/dashboard.html.
  *
  * Connections are capped: evhttp (libevent 2.1) has no cap of its own, so
  * a connection takes one of admin_max_connections slots at its first
@@ -153,6 +154,24 @@ static void on_request(struct evhttp_request *req, void *arg)
                        "draining\n");
         else
             reply_text(req, 200, "OK", "text/plain; charset=utf-8", "ready\n");
+    } else if (strcmp(path, "/dashboard") == 0) {
+        struct evbuffer *b = evbuffer_new();
+        /* the page may run its own inline script and talk to this listener,
+         * nothing else */
+        evhttp_add_header(oh, "Content-Type", "text/html; charset=utf-8");
+        evhttp_add_header(oh, "Content-Security-Policy",
+                          "default-src 'none'; script-src 'unsafe-inline'; "
+                          "style-src 'unsafe-inline'; connect-src 'self'; "
+                          "img-src data:; base-uri 'none'; form-action 'none'; "
+                          "frame-ancestors 'none'");
+        evhttp_add_header(oh, "X-Content-Type-Options", "nosniff");
+        evhttp_add_header(oh, "Referrer-Policy", "no-referrer");
+        if (b != NULL)
+            evbuffer_add_reference(b, tt_dashboard_html, tt_dashboard_html_len,
+                                   NULL, NULL);
+        evhttp_send_reply(req, 200, "OK", b);
+        if (b != NULL)
+            evbuffer_free(b);
     } else if (strcmp(path, "/metrics") == 0 || strcmp(path, "/stats") == 0) {
         int json = path[1] == 's';
         struct evbuffer *b = evbuffer_new();

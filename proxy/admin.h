@@ -8,6 +8,8 @@
  *   GET /healthz  200 "ok"
  *   GET /readyz   200 "ready", or 503 "draining" after set_draining
  *   GET /stats    200 application/json
+ *   GET /dashboard 200 text/html: the live dashboard (proxy/dashboard.html,
+ *                 embedded at build time; polls /stats, loads nothing else)
  *   other paths 404; methods other than GET/HEAD 405 (Allow: GET, HEAD)
  */
 #ifndef TT_ADMIN_H
@@ -38,6 +40,10 @@ int tt_admin_port(const struct tt_admin *ad);
 void tt_admin_set_draining(struct tt_admin *ad, int draining);
 /* at most <n> connections at once (0: the default, 64); beyond, 503 */
 void tt_admin_set_max_connections(struct tt_admin *ad, unsigned n);
+
+/* proxy/dashboard.html, generated into the build by the Makefile */
+extern const unsigned char tt_dashboard_html[];
+extern const size_t tt_dashboard_html_len;
 void tt_admin_free(struct tt_admin *ad);
 
 #endif

@@ -32,6 +32,7 @@
 #include "metrics/semconv.h"
 #include "metrics/slo.h"
 #include "proxy/config.h"
+#include "proxy/man.h"
 #include "proxy/stream.h"
 #include "proxy/url.h"
 
@@ -45,6 +46,8 @@ _Static_assert(sizeof(((struct tt_config_model_slo *)0)->model) ==
                TT_SLO_MODEL_LEN, "model name buffers agree");
 _Static_assert(TT_THINK_AUTO == 0 && TT_THINK_ON == 1 && TT_THINK_OFF == 2,
                "think_names[] follows enum tt_think_mode");
+_Static_assert(TT_LOG_LOGFMT == 0 && TT_LOG_JSON == 1,
+               "log_format_names[] follows enum tt_log_format");
 
 enum sect { S_PROXY, S_UPSTREAM, S_TLS, S_ADMIN, S_RECORD, S_SLO, S_LIMITS,
             S__COUNT };
@@ -83,6 +86,7 @@ struct opt {
 };
 
 static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
+static const char *const log_format_names[] = { "logfmt", "json", NULL };
 static const char *const think_names[] = { "auto", "on", "off", NULL };
 static const char *const cancel_names[] = { "cancel", "finish", NULL };
 
@@ -112,6 +116,13 @@ static const struct opt opts[] = {
       "event-loop threads (SO_REUSEPORT), 1..256" },
     { "log_level", S_PROXY, T_ENUM, F(log_level), "info", "LEVEL", 0, 0,
       log_names, NULL, "log verbosity: error, warn, info or debug" },
+    { "log_format", S_PROXY, T_ENUM, F(log_format), "logfmt", "FORMAT", 0, 0,
+      log_format_names, NULL,
+      "log and access log lines: logfmt or json" },
+    { "log_file", S_PROXY, T_STR, F(log_file), "", "FILE", 0, 0, NULL, NULL,
+      "log to FILE (reopened on SIGHUP), empty = stderr" },
+    { "access_log", S_PROXY, T_STR, F(access_log), "", "FILE", 0, 0, NULL,
+      NULL, "a line per request (reopened on SIGHUP), - = stdout" },
     { "think_tags", S_PROXY, T_ENUM, F(think_tags), "auto", "MODE", 0, 0,
       think_names, NULL,
       "<think>..</think> as reasoning: auto, on, off" },
@@ -765,6 +776,59 @@ static int section_index(const char *name)
     return -1;
 }
 
+/* what inih strips around names and values (isspace) */
+static int blank(char ch)
+{
+    return isspace((unsigned char)ch);
+}
+
+/* <s> is empty, blanks, or blanks and then a comment */
+static int blank_or_comment(const char *s)
+{
+    const char *p = s;
+
+    while (blank(*p))
+        p++;
+    return *p == '\0' || (p > s && (*p == '#' || *p == ';'));
+}
+
+/*
+ * Inline comments are cut here, not by inih, so that quotes protect them.
+ * On a key line, '#' or ';' after a blank starts a comment ("key = v  #
+ * note"; "key =#v" is the value "#v"), except inside a quoted value: one
+ * that starts with '"' or '\'' runs to the last matching quote when only
+ * blanks or a comment follow it.  tt_config_dump() quotes every value that
+ * needs it, so whatever it prints reads back the same.
+ */
+static void cut_inline_comment(char *line)
+{
+    char *p = line, *v, *last;
+    int was_blank = 0;
+
+    while (blank(*p))
+        p++;
+    if (*p == '\0' || *p == '#' || *p == ';' || *p == '[')
+        return;
+    v = p + strcspn(p, "=:");
+    if (*v == '\0')
+        return;
+    v++;
+    for (p = v; blank(*p); p++)
+        ;
+    if ((*p == '"' || *p == '\'') && (last = strrchr(p + 1, *p)) != NULL &&
+        blank_or_comment(last + 1)) {
+        last[1] = '\0';
+        return;
+    }
+    for (p = v; *p; p++) {
+        if (was_blank && (*p == '#' || *p == ';')) {
+            *p = '\0';
+            return;
+        }
+        was_blank = blank(*p);
+    }
+}
+
 /*
  * The inih reader: hands over one line per call and keeps the line number
  * and the current section (full length) for the handler.  Unknown sections
@@ -850,6 +914,7 @@ static char *load_reader(char *str, int num, void *stream)
             }
         }
     }
+    cut_inline_comment(x->buf);
     memcpy(str, x->buf, (size_t)n + 1);
     return str;
 }
@@ -1026,7 +1091,7 @@ int tt_config_load_stream(struct tt_config *c, FILE *f, const char *name,
     /* libinih 55 as Debian builds it keeps its options in globals */
     ini_allow_multiline = false;        /* an indented line is a new key */
     ini_allow_bom = true;
-    ini_allow_inline_comments = true;   /* "key = v  # note", blank before # */
+    ini_allow_inline_comments = false;  /* cut_inline_comment() does it */
     ini_inline_comment_prefixes = ini_comment_prefixes;
     ini_start_comment_prefixes = ini_comment_prefixes;
     ini_use_stack = false;
@@ -1326,6 +1391,12 @@ int tt_config_check(const struct tt_config *c, char *err, size_t errlen)
             return -1;
         }
     }
+    /* two writers on one stdout would interleave records and access lines */
+    if (strcmp(c->access_log, "-") == 0 && strcmp(c->record, "-") == 0) {
+        snprintf(err, errlen, "--access-log: stdout (-) is already taken by "
+                 "--record -");
+        return -1;
+    }
     /* the same address twice would serve admin on the proxy port; port 0
      * (any free port) gives two different ports */
     if (strcmp(c->admin, "off") != 0 && strcmp(c->admin, c->listen) == 0 &&
@@ -1352,6 +1423,15 @@ int tt_config_slo_set(const struct tt_config *c, struct tt_slo_set *set,
 
 /* --------------------------------------------------------------- output */
 
+/* the options that are not config keys (parsed in tt_config_args) */
+static const struct { const char *flag, *meta, *help; } general[] = {
+    { "--config", "FILE", "read FILE first (see tokentap.conf)" },
+    { "--help, -h", NULL, "this text" },
+    { "--version, -V", NULL, "print the version" },
+    { "--print-config-reference", NULL, "print the commented reference config" },
+};
+#define N_GENERAL (sizeof(general) / sizeof(general[0]))
+
 void tt_config_usage(FILE *out)
 {
     fputs("Usage:\n"
@@ -1369,12 +1449,13 @@ void tt_config_usage(FILE *out)
           "Sizes take k, m or g (KiB, MiB, GiB); durations need a unit: ms, s\n"
           "or m (10s).\n"
           "\n"
-          "General:\n"
-          "  --config FILE                   read FILE first (see tokentap.conf)\n"
-          "  --help, -h                      this text\n"
-          "  --version, -V                   print the version\n"
-          "  --print-config-reference        print the commented reference config\n",
-          out);
+          "General:\n", out);
+    for (size_t i = 0; i < N_GENERAL; i++) {
+        char left[80];
+        snprintf(left, sizeof(left), "%s%s%s", general[i].flag,
+                 general[i].meta ? " " : "", general[i].meta ? general[i].meta : "");
+        fprintf(out, "  %-31s %s\n", left, general[i].help);
+    }
     for (int s = 0; s < S__COUNT; s++) {
         fprintf(out, "\n[%s] %s:\n", sect_names[s], sect_help[s]);
         for (size_t i = 0; i < N_OPTS; i++) {
@@ -1421,20 +1502,47 @@ void tt_config_usage(FILE *out)
           "meets every constraint (<=, or >= for throughput).\n", out);
 }
 
+/*
+ * "key = value", the value in double quotes when it would not read back
+ * as itself: leading or trailing blanks (inih strips them), a leading '#',
+ * ';' or quote, or a blank followed by '#' or ';' (a comment).
+ */
+static void print_value(FILE *out, const char *key, const char *val)
+{
+    size_t n = strlen(val), i;
+    int quote = n > 0 && (blank(val[0]) || blank(val[n - 1]) || val[0] == '#' ||
+                          val[0] == ';' || val[0] == '"' || val[0] == '\'');
+
+    for (i = 1; i < n && !quote; i++)
+        if ((val[i] == '#' || val[i] == ';') && blank(val[i - 1]))
+            quote = 1;
+    if (quote)
+        fprintf(out, "%s = \"%s\"\n", key, val);
+    else
+        fprintf(out, "%s =%s%s\n", key, n ? " " : "", val);
+}
+
 /* one [shadow.NAME] section, each line prefixed by <pfx> */
 static void print_shadow(const struct tt_shadow_cfg *sh, FILE *out,
                          const char *pfx)
 {
     fprintf(out, "\n%s[" SHADOW_PREFIX "%s]\n", pfx, sh->name);
     for (size_t i = 0; i < N_SHADOW_OPTS; i++) {
-        char val[TT_PATH_MAX + 64];
+        char val[TT_PATH_MAX + 64], key[80];
         opt_format(sh, &shadow_opts[i], val, sizeof(val));
-        fprintf(out, "%s%s =%s%s\n", pfx, shadow_opts[i].key, val[0] ? " " : "", val);
+        snprintf(key, sizeof(key), "%s%s", pfx, shadow_opts[i].key);
+        print_value(out, key, val);
     }
-    for (unsigned i = 0; i < sh->n_set; i++)
-        fprintf(out, "%sset_header = %s\n", pfx, sh->set_header[i]);
-    for (unsigned i = 0; i < sh->n_remove; i++)
-        fprintf(out, "%sremove_header = %s\n", pfx, sh->remove_header[i]);
+    for (unsigned i = 0; i < sh->n_set; i++) {
+        char key[80];
+        snprintf(key, sizeof(key), "%sset_header", pfx);
+        print_value(out, key, sh->set_header[i]);
+    }
+    for (unsigned i = 0; i < sh->n_remove; i++) {
+        char key[80];
+        snprintf(key, sizeof(key), "%sremove_header", pfx);
+        print_value(out, key, sh->remove_header[i]);
+    }
 }
 
 /* print every section of <c>; with <comments>, the reference layout */
@@ -1466,13 +1574,13 @@ static int print_config(const struct tt_config *c, FILE *out, int comments)
                       "reasoning_latency;\n"
                       "# aliases ttft, ttfo, itl, tpot, e2el.  Values in ms, "
                       "tokens/s or tokens.\n", out);
-            fprintf(out, "%s =%s%s\n", o->key, val[0] ? " " : "", val);
+            print_value(out, o->key, val);
         }
     }
-    for (unsigned i = 0; i < c->n_model_slos; i++)
-        fprintf(out, "\n[" SLO_MODEL_PREFIX "%s]\ngoodput =%s%s\n",
-                c->model_slos[i].model, c->model_slos[i].goodput[0] ? " " : "",
-                c->model_slos[i].goodput);
+    for (unsigned i = 0; i < c->n_model_slos; i++) {
+        fprintf(out, "\n[" SLO_MODEL_PREFIX "%s]\n", c->model_slos[i].model);
+        print_value(out, "goodput", c->model_slos[i].goodput);
+    }
     for (unsigned i = 0; i < c->n_shadows; i++)
         print_shadow(&c->shadows[i], out, "");
     return ferror(out) ? -1 : 0;
@@ -1495,7 +1603,8 @@ int tt_config_reference(FILE *out)
           "# file and the table agree.\n"
           "#\n"
           "# Syntax: [section], then key = value.  Comments start with # or ;\n"
-          "# (after a blank when on a value line).  Unknown sections and keys,\n"
+          "# (after a blank when on a value line; a value in quotes keeps\n"
+          "# them: \"a #b\").  Unknown sections and keys,\n"
           "# keys in the wrong section, keys set twice and bad values are errors\n"
           "# reported as FILE:LINE.  Every key has a command-line flag of the same\n"
           "# name with dashes: max_header_bytes = 64k is --max-header-bytes 64k;\n"
@@ -1536,5 +1645,63 @@ int tt_config_reference(FILE *out)
         fputs("# set_header = Authorization: Bearer CANDIDATE-KEY\n"
               "# remove_header = X-Api-Key\n", out);
     }
+    return ferror(out) ? -1 : 0;
+}
+
+int tt_config_man(FILE *out)
+{
+    fputs(".SH OPTIONS\n.SS General\n", out);
+    for (size_t i = 0; i < N_GENERAL; i++)
+        tt_man_option(out, general[i].flag, general[i].meta, general[i].help);
+    for (int s = 0; s < S__COUNT; s++) {
+        fprintf(out, ".SS [%s]\n", sect_names[s]);
+        tt_man_text(out, sect_help[s]);
+        fputs(".\n", out);
+        for (size_t i = 0; i < N_OPTS; i++) {
+            const struct opt *o = &opts[i];
+            char flag[64], help[512];
+
+            if (o->sect != s)
+                continue;
+            flag_name(o->key, flag, sizeof(flag));
+            if (o->check == check_upstream)
+                snprintf(help, sizeof(help), "%s (required; key %s)", o->help,
+                         o->key);
+            else if (o->def[0] && o->type != T_BOOL)
+                snprintf(help, sizeof(help), "%s (key %s, default %s)", o->help,
+                         o->key, o->def);
+            else
+                snprintf(help, sizeof(help), "%s (key %s)", o->help, o->key);
+            tt_man_option(out, flag, o->meta, help);
+        }
+        if (s == S_SLO) {
+            fputs(".PP\nPer-model SLOs: a \\fB[slo.\\fIMODEL\\fB]\\fR section with a\n"
+                  "\\fBgoodput\\fR key in the configuration file.\n", out);
+        }
+    }
+    fputs(".SS [shadow.NAME]\n"
+          "Candidate servers that get a copy of sampled requests; their responses\n"
+          "are decoded, timed and recorded, never sent to the client (see the\n"
+          "shadow documentation).  At most 4.\n.\n", out);
+    tt_man_option(out, "--shadow", "NAME=URL", "mirror to NAME at URL (repeatable)");
+    tt_man_option(out, "--shadow-set", "NAME.KEY=VALUE",
+                  "set any key below for shadow NAME (repeatable)");
+    for (size_t i = 0; i < N_SHADOW_OPTS; i++) {
+        const struct opt *o = &shadow_opts[i];
+        char help[512];
+        if (o->def[0] && o->type != T_BOOL)
+            snprintf(help, sizeof(help), "%s (default %s)", o->help, o->def);
+        else
+            snprintf(help, sizeof(help), "%s", o->help);
+        tt_man_option(out, o->key, o->meta, help);
+    }
+    tt_man_option(out, "set_header", "'NAME: VALUE'",
+                  "replace or add a request header (repeatable)");
+    tt_man_option(out, "remove_header", "NAME", "drop a request header (repeatable)");
+    fputs(".SS Goodput SPEC\n"
+          "Space-separated \\fITAG\\fR:\\fIVALUE\\fR, values in ms (tokens/s for\n"
+          "output_token_throughput_per_user, tokens for counts); aliases ttft,\n"
+          "ttfo, itl, tpot, e2el.  A request is good when it is not an error and\n"
+          "meets every constraint (<=, or >= for throughput).\n", out);
     return ferror(out) ? -1 : 0;
 }

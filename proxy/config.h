@@ -21,6 +21,7 @@ struct tt_config_model_slo {
 };
 
 enum tt_log_level { TT_LOG_ERROR = 0, TT_LOG_WARN, TT_LOG_INFO, TT_LOG_DEBUG };
+enum tt_log_format { TT_LOG_LOGFMT = 0, TT_LOG_JSON };
 
 #define TT_MAX_SHADOWS      4       /* [shadow.NAME] sections */
 #define TT_SHADOW_NAME_LEN  32
@@ -57,6 +58,9 @@ struct tt_config {
     char     listen[256];           /* "127.0.0.1:8080" */
     int      workers;               /* 1 */
     int      log_level;             /* enum tt_log_level, "info" */
+    int      log_format;            /* enum tt_log_format, "logfmt" */
+    char     log_file[TT_PATH_MAX]; /* "" = stderr */
+    char     access_log[TT_PATH_MAX]; /* "" = none, "-" = stdout */
     int      think_tags;            /* enum tt_think_mode, "auto" */
     int      add_request_id;        /* add X-Request-Id upstream when absent: 0 */
     unsigned drain_timeout_ms;      /* SIGTERM grace period: 30000 */
@@ -145,6 +149,9 @@ int tt_config_dump(const struct tt_config *c, FILE *out);
  * tests/unit/test_config.c checks they agree).  Returns 0 or -1.
  */
 int tt_config_reference(FILE *out);
+
+/* the OPTIONS section of tokentap(1), from the same table (proxy/man.c) */
+int tt_config_man(FILE *out);
 
 /*
  * Build the SLO set of <c>: [slo] goodput as the default, one entry per

@@ -47,6 +47,7 @@
 #include "metrics/pairs.h"
 #include "metrics/record.h"
 #include "metrics/request.h"
+#include "proxy/access.h"
 #include "proxy/httphead.h"
 #include "proxy/inspect.h"
 #include "proxy/io.h"
@@ -108,6 +109,43 @@ static void next_request(struct tt_conn *c);
 
 /* ------------------------------------------------------------------ */
 /* llhttp callbacks (request)                                          */
+
+/*
+ * Chunk framing counts against max_body_bytes: a chunk whose announced
+ * size would pass the limit is refused when its size line ends, before any
+ * of its data is forwarded, and chunk-extension bytes count as body bytes.
+ * In the dry run (no side effects) each is checked on its own, so a whole
+ * request read at once is refused with nothing forwarded.
+ */
+static int rq_on_chunk_header(llhttp_t *p)
+{
+    struct tt_conn *c = p->data;
+    uint64_t max = CFG(c)->max_body_bytes;
+
+    if (p->content_length > max ||
+        (!c->dry && p->content_length > max - c->body_bytes)) {
+        /* set in the dry run too: request_head() answers 413 for it */
+        c->body_too_big = 1;
+        llhttp_set_error_reason(p, "chunk size exceeds max_body_bytes");
+        return HPE_USER;
+    }
+    return 0;
+}
+
+static int rq_on_chunk_ext(llhttp_t *p, const char *at, size_t len)
+{
+    struct tt_conn *c = p->data;
+    uint64_t max = CFG(c)->max_body_bytes;
+
+    (void)at;
+    if (len > max || (!c->dry && (c->body_bytes += len) > max)) {
+        if (!c->dry)
+            c->body_too_big = 1;
+        llhttp_set_error_reason(p, "chunk extension exceeds max_body_bytes");
+        return HPE_USER;
+    }
+    return 0;
+}
 
 static int rq_on_url(llhttp_t *p, const char *at, size_t len)
 {
@@ -172,6 +210,9 @@ static void settings_init(void)
     rq_settings.on_headers_complete = rq_on_headers_complete;
     rq_settings.on_body = rq_on_body;
     rq_settings.on_message_complete = rq_on_message_complete;
+    rq_settings.on_chunk_header = rq_on_chunk_header;
+    rq_settings.on_chunk_extension_name = rq_on_chunk_ext;
+    rq_settings.on_chunk_extension_value = rq_on_chunk_ext;
 }
 
 /* ------------------------------------------------------------------ */
@@ -269,11 +310,12 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
                      : status >= 400 && status < 500 ? "invalid_request_error"
                      : "proxy_error";
 
-    char shown[TT_REDACT_MAX];
+    char path[TT_RECORD_PATH_MAX];
 
-    tt_redact_path(c->req.path[0] ? c->req.path : "-", shown, sizeof(shown));
+    /* the log gets the path as records show it: no secrets */
+    tt_record_redact_path(c->req.path[0] ? c->req.path : "-", path, sizeof(path));
     tt_log_info("request %s %.256s: %d %s: %s", c->req.method[0] ? c->req.method : "-",
-                shown, status, type, msg);
+                path, status, type, msg);
     tt_leg_close(&c->pri);
     if (c->active) {
         /* a request cut off inside its head: keep what is known of it */
@@ -470,7 +512,8 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
     c->req.api = tt_api_detect(c->rqh.buf + c->rqh.target, c->rqh.tlen);
     client_request_id(c);
 
-    if ((why = tt_head_framing_error(&c->rqh)) != NULL) {
+    if ((why = tt_head_check(&c->rqh, TT_HEAD_REQUEST, c->rqp.http_major,
+                              c->rqp.http_minor)) != NULL) {
         fail_request(c, 400, "bad_request", why);
         return -1;
     }
@@ -491,7 +534,10 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
         return -1;
     }
     if ((why = dry_run(c, in)) != NULL) {
-        fail_request(c, 400, "bad_request", why);
+        if (c->body_too_big)
+            fail_request(c, 413, "payload_too_large", why);
+        else
+            fail_request(c, 400, "bad_request", why);
         return -1;
     }
 
@@ -926,8 +972,8 @@ static void ctimer_cb(evutil_socket_t fd, short what, void *arg)
                      "no request body bytes within body_idle_timeout");
         break;
     case RQ_TUNNEL: {
-        char shown[TT_REDACT_MAX];
-        tt_redact_path(c->req.path, shown, sizeof(shown));
+        char shown[TT_RECORD_PATH_MAX];
+        tt_record_redact_path(c->req.path, shown, sizeof(shown));
         c->req.ts[TT_TS_RESPONSE_COMPLETE] = c->now;
         tt_log_info("tunnel %.256s idle for upstream_idle_timeout: closed", shown);
         tt_leg_close(&c->pri);
@@ -961,6 +1007,7 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
     c->stage = evbuffer_new();
     tt_head_init(&c->rqh, cfg->max_header_bytes, cfg->max_headers);
     tt_request_init(&c->req);
+    tt_access_peer(fd, c->req.client, sizeof(c->req.client));
     if (c->cbev == NULL || c->ctimer == NULL || c->stage == NULL ||
         tt_leg_init(&c->pri, w, &w->srv->targets[0], c, &c->req) < 0) {
         if (c->cbev)

@@ -29,6 +29,7 @@ void tt_head_clear(struct tt_head *h)
     h->in_value = 0;
     h->overflow = 0;
     h->obs_fold = 0;
+    h->empty_name = 0;
     h->line_start = 0;
 }
 
@@ -127,6 +128,8 @@ void tt_head_scan(struct tt_head *h, const char *p, size_t len)
     for (i = 0; i < len; i++) {
         if (h->line_start && (p[i] == ' ' || p[i] == '\t'))
             h->obs_fold = 1;
+        if (h->line_start && p[i] == ':')
+            h->empty_name = 1;
         h->line_start = (p[i] == '\n');
     }
 }
@@ -186,28 +189,50 @@ int tt_head_has_token(const struct tt_head *h, const char *name,
     return 0;
 }
 
-const char *tt_head_framing_error(const struct tt_head *h)
+/*
+ * Framing headers a Connection header may not name: the body is forwarded,
+ * so dropping its framing as a hop-by-hop field (RFC 9110 7.6.1) would let
+ * the next hop frame it differently, and keeping it would not honour the
+ * sender's Connection; the message is refused instead.
+ */
+static const char *const framing_names[] = {
+    "content-length", "transfer-encoding", NULL
+};
+
+static const char *framing_error(const struct tt_head *h)
 {
-    unsigned i, ncl = 0, nte = 0;
+    unsigned i, k, ncl = 0, nte = 0;
     const struct tt_hfield *te = NULL;
 
     if (h->obs_fold)
         return "obsolete line folding in header";
+    if (h->empty_name)
+        return "empty header name";
     for (i = 0; i < h->n; i++) {
         const struct tt_hfield *f = &h->f[i];
+        if (f->nlen == 0)
+            return "empty header name";
         if (name_is(h, f, "content-length")) {
-            uint32_t k;
+            const char *v = h->buf + f->val;
             if (++ncl > 1)
                 return "duplicate Content-Length";
             if (f->vlen == 0 || f->vlen > 18)
                 return "invalid Content-Length";
             for (k = 0; k < f->vlen; k++)
-                if (!isdigit((unsigned char)h->buf[f->val + k]))
+                if (!isdigit((unsigned char)v[k]))
                     return "invalid Content-Length";
+            /* 1*DIGIT allows "0005", but readers that take a leading 0
+             * as octal or stop at it would frame the body differently */
+            if (f->vlen > 1 && v[0] == '0')
+                return "Content-Length with leading zeros";
         } else if (name_is(h, f, "transfer-encoding")) {
             if (++nte > 1)
                 return "repeated Transfer-Encoding";
             te = f;
+        } else if (name_is(h, f, "connection")) {
+            for (k = 0; framing_names[k] != NULL; k++)
+                if (list_has(h->buf + f->val, f->vlen, framing_names[k]))
+                    return "Connection names a framing header";
         }
     }
     if (ncl && nte)
@@ -215,6 +240,25 @@ const char *tt_head_framing_error(const struct tt_head *h)
     if (te != NULL &&
         !(te->vlen == 7 && strncasecmp(h->buf + te->val, "chunked", 7) == 0))
         return "unsupported Transfer-Encoding";
+    return NULL;
+}
+
+const char *tt_head_check(const struct tt_head *h, enum tt_head_dir dir,
+                          int major, int minor)
+{
+    const char *why = framing_error(h);
+
+    if (why != NULL)
+        return why;
+    /* HTTP/0.9 has no head to check and HTTP/2 is not a text protocol:
+     * forwarding either as HTTP/1.1 would be a rewrite nobody asked for */
+    if (major != 1 || (minor != 0 && minor != 1))
+        return "unsupported HTTP version";
+    /* a fragment is never sent (RFC 9112 3.2): a target that carries one
+     * is read differently by servers that cut it and servers that do not */
+    if (dir == TT_HEAD_REQUEST &&
+        memchr(h->buf + h->target, '#', h->tlen) != NULL)
+        return "fragment in request target";
     return NULL;
 }
 

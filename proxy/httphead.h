@@ -28,6 +28,7 @@ struct tt_head {
     int      in_value;              /* last span was a value */
     unsigned overflow:1;            /* too many fields or bytes */
     unsigned obs_fold:1;            /* continuation line seen */
+    unsigned empty_name:1;          /* a header line starting with ':' */
     int      line_start;            /* scanner: at the start of a line */
 };
 
@@ -40,7 +41,8 @@ int tt_head_target(struct tt_head *h, const char *at, size_t len);
 int tt_head_field(struct tt_head *h, const char *at, size_t len);
 int tt_head_value(struct tt_head *h, const char *at, size_t len);
 
-/* scan raw head bytes for obs-fold (a line starting with SP or HT) */
+/* scan raw head bytes for obs-fold (a line starting with SP or HT) and
+ * empty field names (a line starting with ':') */
 void tt_head_scan(struct tt_head *h, const char *p, size_t len);
 
 /* first value of header <name> (case-insensitive), NULL if absent */
@@ -50,15 +52,23 @@ const char *tt_head_get(const struct tt_head *h, const char *name,
 int tt_head_has_token(const struct tt_head *h, const char *name,
                       const char *token);
 
+enum tt_head_dir { TT_HEAD_REQUEST, TT_HEAD_RESPONSE };
+
 /*
- * Framing checks of SPEC 9 that llhttp does not make on its own:
- * duplicate or invalid Content-Length, Content-Length with
- * Transfer-Encoding, repeated or non-"chunked" Transfer-Encoding, obs-fold.
+ * The checks of SPEC 9 that llhttp does not make on its own, for a head
+ * received in direction <dir> with HTTP version <major>.<minor> (as llhttp
+ * parsed it; 0.9 for a request line without a version):
+ *   both sides: duplicate or invalid Content-Length (including leading
+ *   zeros), Content-Length with Transfer-Encoding, repeated or non-"chunked"
+ *   Transfer-Encoding, obs-fold, an empty field name, a version other than
+ *   HTTP/1.0 or HTTP/1.1, and a Connection header naming Content-Length or
+ *   Transfer-Encoding (forwarding the body while dropping its framing would
+ *   let the next hop read it as another message);
+ *   requests: a '#fragment' in the target.
  * Returns NULL when the head is acceptable, else a static reason.
  */
-const char *tt_head_framing_error(const struct tt_head *h);
-
-enum tt_head_dir { TT_HEAD_REQUEST, TT_HEAD_RESPONSE };
+const char *tt_head_check(const struct tt_head *h, enum tt_head_dir dir,
+                          int major, int minor);
 
 /*
  * Append the fields of <h> to <out> as "Name: value\r\n", leaving out the

@@ -15,7 +15,10 @@
  *   max_tokens     the first of max_completion_tokens, max_tokens,
  *                  max_output_tokens, generationConfig.maxOutputTokens,
  *                  parameters.max_new_tokens, max_new_tokens,
- *                  options.num_predict that is a non-negative number
+ *                  options.num_predict, n_predict (llama.cpp) that is a
+ *                  non-negative number
+ *   prompts        the length of a "prompt" list of strings or token lists
+ *                  (left 0 for one prompt)
  */
 #include "proxy/inspect.h"
 
@@ -191,6 +194,13 @@ static void from_body(const cJSON *root, enum tt_api api, struct tt_request *r)
             r->stream = api == TT_API_OLLAMA ? 1 : 0;
     }
 
+    /* a list of prompts (strings or token lists; a list of token ids is
+     * one prompt) */
+    v = jget(root, "prompt");
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 1 &&
+        !cJSON_IsNumber(cJSON_GetArrayItem(v, 0)))
+        r->prompts = cJSON_GetArraySize(v);
+
     so = jget(root, "stream_options");
     v = jget(so, "include_usage");
     if (cJSON_IsBool(v))
@@ -203,7 +213,8 @@ static void from_body(const cJSON *root, enum tt_api api, struct tt_request *r)
             r->max_tokens = n;
             return;
         }
-    if (tt_json_count(jget(jget(root, "generationConfig"), "maxOutputTokens"), &n) == 0 ||
+    if (tt_json_count(jget(root, "n_predict"), &n) == 0 ||         /* llama.cpp */
+        tt_json_count(jget(jget(root, "generationConfig"), "maxOutputTokens"), &n) == 0 ||
         tt_json_count(jget(jget(root, "parameters"), "max_new_tokens"), &n) == 0 ||
         tt_json_count(jget(root, "max_new_tokens"), &n) == 0 ||
         tt_json_count(jget(jget(root, "options"), "num_predict"), &n) == 0)

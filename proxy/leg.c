@@ -476,7 +476,8 @@ static int response_head(struct tt_leg *l)
 
     l->req->ts[TT_TS_RESPONSE_HEADERS] = l->now;
     evtimer_del(l->timer);
-    if ((why = tt_head_framing_error(&l->rsh)) != NULL) {
+    if ((why = tt_head_check(&l->rsh, TT_HEAD_RESPONSE, l->rsp.http_major,
+                             l->rsp.http_minor)) != NULL) {
         leg_fail(l, 502, "upstream_bad_response", why);
         return -1;
     }
@@ -491,9 +492,16 @@ static int response_head(struct tt_leg *l)
         memcpy(ctype, ct, len);
         ctype[len] = '\0';
     }
-    if (l->req->api != TT_API_OTHER && status != 101)
+    if (l->req->api != TT_API_OTHER && status != 101) {
+        if (CFG(l)->compare_output) {
+            l->req->has_digest = 1;
+            l->req->digest = 0xcbf29ce484222325ULL;     /* FNV-1a 64 offset basis */
+        }
         l->stream = tt_stream_new(l->req, l->req->api, ctype,
                                   (enum tt_think_mode)CFG(l)->think_tags);
+        /* server timing headers (TGI x-*, openai-processing-ms) */
+        tt_stream_head(l->stream, &l->rsh);
+    }
     if (status == 101) {
         l->req->upgraded = 1;
         l->st = LEG_TUNNEL;

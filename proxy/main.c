@@ -5,15 +5,17 @@
  *   tokentap check-config FILE         validate a config file, print it
  *   tokentap report RECORDS.jsonl ...  offline analysis (metrics/report.c)
  *   tokentap --help | --version
+ *   tokentap --man                     tokentap(1) in roff (proxy/man.c)
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "proxy/config.h"
 #include "proxy/jsonarena.h"
+#include "proxy/man.h"
 #include "proxy/server.h"
 
-int tt_report_main(int argc, char **argv);
+#include "metrics/report.h"
 
 static int check_config(int argc, char **argv)
 {
@@ -48,6 +50,8 @@ int main(int argc, char **argv)
         return check_config(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "report") == 0)
         return tt_report_main(argc - 1, argv + 1);
+    if (argc == 2 && strcmp(argv[1], "--man") == 0)    /* the build writes tokentap.1 */
+        return tt_man_tokentap(stdout) < 0 ? 1 : 0;
 
     /* cJSON's allocation hooks are process-wide: set them before any thread */
     tt_json_init();

@@ -34,6 +34,7 @@
 #include "metrics/clock.h"
 #include "metrics/pairs.h"
 #include "metrics/record.h"
+#include "proxy/access.h"
 #include "proxy/admin.h"
 #include "proxy/conn.h"
 #include "proxy/inspect.h"
@@ -79,6 +80,10 @@ void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
         line = tt_record_format(r, &m, source, resp, &len);
         if (line != NULL)
             tt_recorder_submit(srv->rec, line, len);
+    }
+    if (srv->access != NULL && !r->shadow) {    /* client requests only */
+        line = tt_access_format(r, &m, srv->cfg.log_format, &len);
+        tt_recorder_submit(srv->access, line, len);     /* NULL: counted */
     }
     if (r->pair != NULL) {
         tt_pair_leg_done(r->pair, r->target_idx, r, &m);
@@ -188,9 +193,11 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         char err[512];
         struct tt_config fresh;
 
-        tt_log_info("SIGHUP: reopening records, reloading SLOs and certificates");
+        tt_log_info("SIGHUP: reopening records and logs, reloading SLOs and certificates");
         if (srv->rec != NULL)
             tt_recorder_reopen(srv->rec);
+        tt_log_reopen();
+        tt_recorder_reopen(srv->access);
         /* the file and the command line, read again as at start */
         tt_config_defaults(&fresh);
         if (tt_config_args(&fresh, srv->argc, srv->argv, err, sizeof(err)) < 0) {
@@ -204,6 +211,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
                 srv->slos = set;
                 srv->have_slo = fresh.goodput[0] != '\0' || fresh.n_model_slos > 0;
                 pthread_rwlock_unlock(&srv->slo_lock);
+                for (i = 0; i < srv->nworkers; i++)
+                    tt_agg_set_slos(srv->workers[i].agg, srv->have_slo ? &set : NULL);
                 tt_log_info("reload: SLOs now '%s'", fresh.goodput);
             }
         }
@@ -339,6 +348,19 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
     srv->argv = argv;
     pthread_rwlock_init(&srv->slo_lock, NULL);
     tt_log_level = cfg->log_level;
+    tt_log_format = cfg->log_format;
+    if (tt_log_open(cfg->log_file, err, sizeof(err)) < 0) {
+        tt_log_error("--log-file: %s", err);
+        goto out;
+    }
+    if (cfg->access_log[0]) {
+        srv->access = tt_recorder_open(cfg->access_log, cfg->record_queue, err,
+                                       sizeof(err));
+        if (srv->access == NULL) {
+            tt_log_error("--access-log: %s", err);
+            goto out;
+        }
+    }
     tt_inspect_set_budget(cfg->inspect_budget);
 
     {
@@ -381,6 +403,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
         }
         tt_agg_set_pairs(agg, srv->pairs);
     }
+    tt_agg_set_slos(agg, srv->have_slo ? &srv->slos : NULL);
     if (cfg->record[0]) {
         srv->rec = tt_recorder_open(cfg->record, cfg->record_queue, err, sizeof(err));
         if (srv->rec == NULL) {
@@ -498,10 +521,15 @@ out:
                         (unsigned long long)tt_recorder_dropped(srv->rec));
     }
     tt_recorder_close(srv->rec);
+    if (srv->access != NULL && tt_recorder_dropped(srv->access) > 0)
+        tt_log_warn("%llu access log lines could not be written",
+                    (unsigned long long)tt_recorder_dropped(srv->access));
+    tt_recorder_close(srv->access);     /* writes what is queued first */
     tt_agg_free(agg);
     tt_pairs_free(srv->pairs);
     tt_tls_free(srv->tls);
     pthread_rwlock_destroy(&srv->slo_lock);
+    tt_log_close();
     free(srv);
     the_server = NULL;
     return rc;

@@ -29,6 +29,7 @@ struct tt_server {
     struct tt_worker   *workers;    /* owned, cfg.workers entries */
     unsigned            nworkers;
     struct tt_recorder *rec;        /* owned, may be NULL */
+    struct tt_recorder *access;     /* owned: the access log, may be NULL */
     struct tt_admin    *admin;      /* owned, may be NULL */
     struct tt_tls_ctx  *tls;        /* owned, may be NULL */
     struct tt_pairs    *pairs;      /* owned: shadow comparisons, NULL without shadows */

@@ -5,6 +5,7 @@
  * marker.  A side read: it never alters or delays the bytes the client gets.
  *
  * Called by the proxy's response path (proxy/conn.c) on every body read.
+ * The per-API decoders live in proxy/dec_*.c (see proxy/decode.h).
  * Writes into the tt_request it was given: r->s (struct tt_stream_stats),
  * r->ts[TT_TS_FIRST_EVENT .. TT_TS_LAST_TOKEN] and r->token_ts.
  */
@@ -14,8 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "metrics/request.h"
+#include "proxy/think.h"        /* enum tt_think_mode */
 
-enum tt_think_mode { TT_THINK_AUTO = 0, TT_THINK_ON, TT_THINK_OFF };
+struct tt_head;
 
 /* detect the API from the request path (query string allowed) */
 enum tt_api tt_api_detect(const char *path, size_t len);
@@ -30,6 +32,15 @@ struct tt_stream;   /* opaque; see proxy/stream.c */
 struct tt_stream *tt_stream_new(struct tt_request *r, enum tt_api api,
                                 const char *content_type,
                                 enum tt_think_mode think);
+
+/*
+ * The response headers: the server's own figures it sends there (TGI's
+ * x-queue-time, x-inference-time, x-time-per-token, x-validation-time,
+ * x-prompt-tokens, x-generated-tokens; OpenAI's openai-processing-ms) go to
+ * r->s.server.  Called once, right after tt_stream_new(), with the upstream
+ * response head.  <st> may be NULL.
+ */
+void tt_stream_head(struct tt_stream *st, const struct tt_head *h);
 
 /* feed body bytes that arrived at monotonic time <now> */
 void tt_stream_feed(struct tt_stream *st, const char *buf, size_t len,

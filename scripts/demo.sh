@@ -86,5 +86,19 @@ for re in '^tokentap_slo_attainment_ratio' '^tokentap_good_requests_total' \
     grep -E "$re" "$work/metrics.txt" | head -n 4
 done | sed 's/^/   /'
 echo
+echo "== live dashboard: http://127.0.0.1:$admin/dashboard"
+hold=${DEMO_HOLD:-0}
+if [ "$hold" -gt 0 ] 2>/dev/null; then
+    echo "== keeping traffic flowing for $hold s (open the dashboard now)"
+    end=$(($(date +%s) + hold)) i=0
+    while [ "$(date +%s)" -lt "$end" ]; do
+        i=$((i + 1)) m=demo-chat r=0
+        [ $((i % 3)) = 0 ] && m=demo-reasoner r=$((i % 7 + 2))
+        [ $((i % 17)) = 0 ] && st=',"status":503' || st=""
+        send /v1/chat/completions "{\"model\":\"$m\",\"stream\":true,\"stream_options\":{\"include_usage\":true},
+          \"sim\":{\"ttft_ms\":$((40 + i * 37 % 400)),\"reasoning_tokens\":$r,\"tokens\":$((5 + i * 13 % 60)),
+          \"gap_ms\":$((8 + i % 5 * 6)),\"prompt_tokens\":$((20 + i * 71 % 3000))$st}}" >/dev/null
+    done
+fi
 kill -TERM "$tt_pid"; wait "$tt_pid" 2>/dev/null && echo "== tokentap drained and exited 0"
 tt_pid=""

@@ -4,9 +4,15 @@
 set -u
 
 PKGS="build-essential clang pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
-libcmocka-dev node-llhttp curl openssl python3 prometheus"
+libcmocka-dev node-llhttp curl openssl python3 prometheus chromium groff-base postgresql"
 
 missing=""
+# `sh scripts/deps.sh deb`: what `make deb` needs on top (dpkg-buildpackage, dh)
+if [ "${1:-}" = deb ]; then
+    PKGS="dpkg-dev debhelper"
+    command -v dpkg-buildpackage >/dev/null 2>&1 || missing="$missing dpkg-dev"
+    command -v dh >/dev/null 2>&1 || missing="$missing debhelper"
+else
 have_hdr() { [ -f "/usr/include/$1" ] || [ -f "/usr/include/x86_64-linux-gnu/$1" ] || \
              [ -f "/usr/include/aarch64-linux-gnu/$1" ]; }
 have_hdr event2/bufferevent_ssl.h || missing="$missing libevent-dev"
@@ -17,9 +23,13 @@ have_hdr cmocka.h                 || missing="$missing libcmocka-dev"
 if ! pkg-config --exists libllhttp 2>/dev/null && [ ! -f /usr/share/llhttp/llhttp.c ]; then
     missing="$missing node-llhttp"
 fi
-for tool in cc clang make pkg-config curl openssl python3 promtool prometheus; do
+# chromium: the dashboard test loads /dashboard in headless Chromium
+# PostgreSQL's server binaries (initdb, pg_ctl) are not on PATH in Debian
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
+for tool in cc clang make pkg-config curl openssl python3 promtool prometheus groff psql chromium; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
+fi
 
 [ -z "$missing" ] && exit 0
 

@@ -146,6 +146,24 @@ static void add_owned_string(cJSON *o, const char *key, char *s)
 
 static const char *const mid_error = "simulated mid-stream error";
 
+/* llama.cpp's "timings" object for the schedule: prompt_ms = ttft_ms (the
+ * simulator's "prefill"), predicted_ms = gap_ms per token after the first,
+ * cache_n = cached_tokens of prompt_tokens */
+static void lc_timings(const struct sim_gen *g, cJSON *o)
+{
+    int n = g->r_done + g->a_done, cached = g->o->cached_tokens;
+    cJSON *t;
+
+    if (cached > g->o->prompt_tokens)
+        cached = g->o->prompt_tokens;
+    t = cJSON_AddObjectToObject(o, "timings");
+    cJSON_AddNumberToObject(t, "cache_n", cached);
+    cJSON_AddNumberToObject(t, "prompt_n", g->o->prompt_tokens - cached);
+    cJSON_AddNumberToObject(t, "prompt_ms", g->o->ttft_ms);
+    cJSON_AddNumberToObject(t, "predicted_n", n);
+    cJSON_AddNumberToObject(t, "predicted_ms", (double)g->o->gap_ms * (n > 1 ? n - 1 : 0));
+}
+
 /* ---- openai.chat and openai.completions -------------------------------------- */
 
 static cJSON *oa_usage(const struct sim_gen *g)
@@ -158,6 +176,10 @@ static cJSON *oa_usage(const struct sim_gen *g)
     cJSON_AddNumberToObject(u, "total_tokens", g->o->prompt_tokens + out);
     d = cJSON_AddObjectToObject(u, "completion_tokens_details");
     cJSON_AddNumberToObject(d, "reasoning_tokens", g->r_done);
+    if (g->o->cached_tokens > 0) {
+        d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+        cJSON_AddNumberToObject(d, "cached_tokens", g->o->cached_tokens);
+    }
     return u;
 }
 
@@ -238,6 +260,8 @@ static void chat_usage(struct sim_gen *g)
 {
     cJSON *o = oa_chunk(g, "chat.completion.chunk", "chatcmpl-", NULL);
     cJSON_AddItemToObject(o, "usage", oa_usage(g));
+    if (g->o->timings)
+        lc_timings(g, o);
     put(g, FR_SSE, NULL, o);
 }
 
@@ -303,6 +327,8 @@ static void cmpl_usage(struct sim_gen *g)
 {
     cJSON *o = oa_chunk(g, "text_completion", "cmpl-", NULL);
     cJSON_AddItemToObject(o, "usage", oa_usage(g));
+    if (g->o->timings)
+        lc_timings(g, o);
     put(g, FR_SSE, NULL, o);
 }
 
@@ -983,6 +1009,75 @@ static cJSON *tgi_whole(struct sim_gen *g)
     return o;
 }
 
+/* ---- llamacpp.completion (/completion, /completions, /infill) -------------------------- */
+
+/*
+ * llama.cpp's native API: {"index":0,"content":..,"stop":false,
+ * "tokens_predicted":n,"tokens_evaluated":p} per token event, then one
+ * stop:true summary with stop_type and timings; no [DONE].  Reasoning is
+ * inline (<think> tags).  The timings report the schedule: prompt_ms =
+ * ttft_ms (see lc_timings()).
+ */
+static cJSON *lc_event(const struct sim_gen *g, const char *content, int stop)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    cJSON_AddNumberToObject(o, "index", 0);
+    cJSON_AddStringToObject(o, "content", content);
+    cJSON_AddArrayToObject(o, "tokens");
+    cJSON_AddBoolToObject(o, "stop", stop);
+    cJSON_AddNumberToObject(o, "id_slot", stop ? 0 : -1);
+    if (stop)
+        cJSON_AddStringToObject(o, "model", g->model);
+    cJSON_AddNumberToObject(o, "tokens_predicted", g->r_done + g->a_done);
+    cJSON_AddNumberToObject(o, "tokens_evaluated", g->o->prompt_tokens);
+    return o;
+}
+
+static void lc_summary(const struct sim_gen *g, cJSON *o)
+{
+    cJSON_AddStringToObject(o, "stop_type", "eos");
+    cJSON_AddNumberToObject(o, "tokens_cached", g->o->prompt_tokens + g->r_done + g->a_done);
+    lc_timings(g, o);
+}
+
+static void lc_token(struct sim_gen *g, int reasoning, const char *text,
+                     int ntok, int last)
+{
+    char *s = reasoning ? think_wrap(g, text, ntok) : NULL;
+
+    (void)last;
+    put(g, FR_SSE, NULL, lc_event(g, reasoning ? (s ? s : "") : text, 0));
+    free(s);
+}
+
+static void lc_terminal(struct sim_gen *g)
+{
+    cJSON *o = lc_event(g, "", 1);
+
+    lc_summary(g, o);
+    put(g, FR_SSE, NULL, o);
+}
+
+static void lc_error(struct sim_gen *g)
+{
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddNumberToObject(e, "code", 500);
+    cJSON_AddStringToObject(e, "message", mid_error);
+    cJSON_AddStringToObject(e, "type", "server_error");
+    put(g, FR_SSE, NULL, o);
+}
+
+static cJSON *lc_whole(struct sim_gen *g)
+{
+    char *s = all_inline(g);
+    cJSON *o = lc_event(g, s ? s : "", 1);
+
+    free(s);
+    lc_summary(g, o);
+    return o;
+}
+
 /* ---- THE table: one entry per dialect ------------------------------------------------ */
 
 static const struct sim_dialect sim_dialects[] = {
@@ -1022,6 +1117,12 @@ static const struct sim_dialect sim_dialects[] = {
         { "/generate", SIM_STREAM_NEVER } },
       "text/event-stream", 1,
       NULL, tgi_token, tgi_finish, NULL, tgi_error, NULL, tgi_whole },
+    { "llamacpp.completion",
+      { { "/completion", SIM_STREAM_BODY },
+        { "/completions", SIM_STREAM_BODY },
+        { "/infill", SIM_STREAM_BODY } },
+      "text/event-stream", 1,
+      NULL, lc_token, NULL, NULL, lc_error, lc_terminal, lc_whole },
 };
 
 /* <pat> against <s>[0..n): '*' matches any run of characters except '/' */

@@ -17,7 +17,12 @@
 #include <event2/listener.h>
 #include <openssl/err.h>
 
+#include "proxy/man.h"
 #include "sim/sim.h"
+
+#ifndef TT_VERSION
+#define TT_VERSION "0.0.0"
+#endif
 
 struct sim_server sim_srv;
 
@@ -49,7 +54,7 @@ void sim_count_path(const char *path, size_t len)
     sim_srv.npaths++;
 }
 
-static void usage(FILE *f)
+static int usage(FILE *f)
 {
     fprintf(f,
 "usage: tokentap-sim --listen HOST:PORT [--tls-cert FILE --tls-key FILE\n"
@@ -72,6 +77,34 @@ static void usage(FILE *f)
 "\n"
 "Other endpoints: GET /health, GET /stats, POST /stats/reset, POST /echo,\n"
 "ANY /echo/headers.  SIGTERM or SIGINT exits 0.\n");
+    return ferror(f) ? -1 : 0;
+}
+
+/* tokentap-sim(1), from the --help text above (proxy/man.c) */
+static int man_page(FILE *out)
+{
+    char *help = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&help, &len);
+
+    if (m == NULL)
+        return -1;
+    usage(m);
+    if (fclose(m) != 0) {
+        free(help);
+        return -1;
+    }
+    tt_man_header(out, "tokentap-sim", TT_VERSION,
+                  "simulated LLM server for tokentap's tests, demo and benchmarks");
+    fputs(".SH SYNOPSIS\n.B tokentap-sim\n\\fB\\-\\-listen\\fR \\fIHOST:PORT\\fR "
+          "[\\fB\\-\\-tls\\-cert\\fR \\fIFILE\\fR \\fB\\-\\-tls\\-key\\fR "
+          "\\fIFILE\\fR [\\fB\\-\\-tls\\-client\\-ca\\fR \\fIFILE\\fR]] "
+          "[\\fB\\-\\-log\\fR]\n.SH DESCRIPTION\n", out);
+    tt_man_from_help(out, help);
+    free(help);
+    fputs(".SH SEE ALSO\n.BR tokentap (1);\n"
+          "simulator.md in /usr/share/doc/tokentap.\n", out);
+    return ferror(out) ? -1 : 0;
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -218,6 +251,8 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--man")) {
+            return man_page(stdout) < 0 ? 1 : 0;
         } else if (!strcmp(a, "--log")) {
             sim_srv.log = 1;
             continue;

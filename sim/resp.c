@@ -64,6 +64,8 @@ static const struct opt_desc {
     { "gap_ms",           OPT_INT,  offsetof(struct sim_opts, gap_ms), 0, 3600000 },
     { "tokens_per_event", OPT_INT,  offsetof(struct sim_opts, tokens_per_event), 1, 1000000 },
     { "prompt_tokens",    OPT_INT,  offsetof(struct sim_opts, prompt_tokens), 0, 100000000 },
+    { "cached_tokens",    OPT_INT,  offsetof(struct sim_opts, cached_tokens), 0, 100000000 },
+    { "timings",          OPT_BOOL, offsetof(struct sim_opts, timings), 0, 1 },
     { "usage",            OPT_BOOL, offsetof(struct sim_opts, usage), 0, 1 },
     { "role_chunk",       OPT_BOOL, offsetof(struct sim_opts, role_chunk), 0, 1 },
     { "status",           OPT_INT,  offsetof(struct sim_opts, status), 100, 599 },

@@ -130,6 +130,8 @@ struct sim_opts {
     int gap_ms;
     int tokens_per_event;
     int prompt_tokens;
+    int cached_tokens;            /* of prompt_tokens, reported as cached */
+    int timings;                  /* openai dialects: llama.cpp's "timings" on the usage chunk */
     int usage;                    /* -1 = dialect default */
     int role_chunk;
     enum sim_rfield rfield;

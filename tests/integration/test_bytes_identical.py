@@ -48,6 +48,8 @@ def route_for(path):
         return "/api/chat", {"model": "gemma3:1b", "messages": [{"role": "user", "content": "hi"}]}
     if name.startswith("openai-responses"):
         return "/v1/responses", {"model": "gpt", "input": "hi", "stream": True}
+    if name.startswith("llamacpp-") and "native" in name:
+        return "/completions", {"prompt": "hi", "stream": True, "n_predict": 16}
     if name.startswith("tgi-generate_stream"):
         return "/generate_stream", {"inputs": "hi", "parameters": {"max_new_tokens": 1}}
     return "/v1/chat/completions", harness.chat_body({})

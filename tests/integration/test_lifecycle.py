@@ -52,14 +52,16 @@ def raw_server(t, serve):
 def test_client_that_stops_reading_is_cut_and_upstream_closed(t):
     """a client that never reads a fast stream: after send_timeout it is cut
     (record 499 cancelled) and the upstream request is closed, so the model
-    server stops generating"""
+    server stops generating.  The stream (70 MB) is far larger than every
+    socket buffer on the way (about 14 MB on loopback), so the sim is still
+    sending when the proxy gives up"""
     sim = t.sim()
     px = t.proxy(sim.url, extra=["--send-timeout", "1s", "--buffer-bytes", "16k"])
     c = px.conn(rcvbuf=4096)
     c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     c.send(build_request("POST", "/v1/chat/completions",
-                         harness.chat_body({"tokens": 2000000, "gap_ms": 0,
-                                            "tokens_per_event": 200, "ttft_ms": 0})))
+                         harness.chat_body({"tokens": 10000000, "gap_ms": 0,
+                                            "tokens_per_event": 100, "ttft_ms": 0})))
     rec = px.records(1, timeout=10 * t.slow)[0]
     t.eq(rec["error"]["type"], "cancelled", "record error type")
     t.eq(rec["error"]["code"], 499, "record error code")

@@ -335,7 +335,7 @@ def test_report_malformed_lines_are_counted(t):
                                                     '{"metadata": 5}'])
     p = report(t, path)
     t.check("3 malformed lines skipped" in p.stdout, "malformed count:\n" + p.stdout)
-    t.check("10 records (10 ok, 0 errors)" in p.stdout, "records still read")
+    t.check("10 records (10 ok, 0 errors, 0 cancelled)" in p.stdout, "records still read")
 
 
 def test_report_bad_arguments_exit_2(t):

@@ -481,3 +481,69 @@ def test_sampling_10000_requests_within_binomial_bounds(t):
            f"(bounds {3000 - 5 * sd:.0f}..{3000 + 5 * sd:.0f})")
     t.check(abs(got - 3000) <= 5 * sd, f"{got} mirrored")
     t.eq(w["ok"], cand.stats()["requests"], "shadow legs ok on /stats")
+
+
+@timeout(40)
+def test_compare_output_digests_answers_never_the_text(t):
+    """compare_output: each leg's record carries a 64-bit digest of its
+    answer text and no text; /stats gives the exact-match fraction (the
+    same sim output matches, a candidate writing other words does not)"""
+    sim = t.sim()
+    same = t.sim()
+
+    def other(sock, req, fake):
+        ev = (b'data: {"choices":[{"index":0,"delta":{"content":"something else"}}]}\n\n'
+              b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+              b'data: [DONE]\n\n')
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(ev) + ev)
+    diff = t.fake(other)
+    px = t.proxy(sim.url, admin="auto", extra=["--compare-output"] + shadow("same", same.url)
+                 + shadow("diff", diff.url))
+    r = px.post("/v1/chat/completions", harness.chat_body({"tokens": 6}),
+                headers=[("X-Request-Id", "dg-1")])
+    t.eq(r.status, 200, "status")
+    recs = wait_records(t, px, 3)
+    dig = {x["metadata"]["upstream"]: x["metadata"].get("answer_digest") for x in recs}
+    t.check(all(isinstance(v, str) and len(v) == 16 for v in dig.values()), f"digests {dig}")
+    t.eq(dig["same"], dig["primary"], "same answer, same digest")
+    t.check(dig["diff"] != dig["primary"], "other answer, other digest")
+    raw = open(px.record_path, "rb").read()
+    t.check(b"tok0" not in raw and b"something else" not in raw, "no answer text in records")
+    cmp = harness.http(px.admin_port, "GET", "/stats").json()["comparisons"]
+    t.eq(cmp["same"]["windows"]["1m"]["exact_match_fraction"], 1, "same: exact match")
+    t.eq(cmp["diff"]["windows"]["1m"]["exact_match_fraction"], 0, "diff: no match")
+
+
+@timeout(60)
+def test_report_compare_upstreams_pairs_legs_of_one_file(t):
+    """tokentap report FILE --compare-upstreams primary,cand: both legs of
+    every mirrored request are paired by x_request_id; the paired median
+    TTFT difference is what the slower candidate adds"""
+    sim = t.sim()
+    cand = t.sim(extra=["--latency-scale", "2"])
+    px = t.proxy(sim.url, extra=shadow("cand", cand.url))
+    for i in range(8):
+        r = px.post("/v1/chat/completions", harness.chat_body({"tokens": 4, "ttft_ms": 60}),
+                    headers=[("X-Request-Id", f"cu-{i}")])
+        t.eq(r.status, 200, "status")
+    wait_records(t, px, 16)
+    exe = os.path.join(t.build, "tokentap")
+    import subprocess
+    p = subprocess.run([exe, "report", px.record_path, "--compare-upstreams", "primary,cand",
+                        "--format", "json"], capture_output=True, timeout=30 * t.slow)
+    t.eq(p.returncode, 0, f"report exit status: {p.stderr[-300:]!r}")
+    doc = json.loads(p.stdout)
+    notes = " ".join(doc["notes"])
+    t.check("upstream primary" in notes and "upstream cand" in notes, f"sets named: {notes}")
+    t.check("8 requests in both sets" in notes, f"8 pairs: {notes}")
+    paired = [tb for tb in doc["tables"] if tb["columns"][:3] == ["Metric", "pairs", "median d"]]
+    t.eq(len(paired), 1, "one paired table")
+    row = [r for r in paired[0]["rows"] if r[0] == "Time to First Token (ms)"][0]
+    t.eq(row[1], 8, "TTFT pairs")
+    # the candidate waits twice the 60 ms TTFT: 60 ms more per request
+    t.near(row[2], 60.0, 4 * t.tol_ms, "paired median TTFT difference")
+    bad = subprocess.run([exe, "report", px.record_path, "--compare-upstreams", "primary"],
+                         capture_output=True, timeout=30)
+    t.eq(bad.returncode, 2, "a bad pair is a usage error")
+    t.check(b"expected A,B" in bad.stderr, f"the reason: {bad.stderr!r}")

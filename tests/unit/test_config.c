@@ -265,7 +265,7 @@ static void test_bad_values(void **state)
              "time_to_second_token, time_to_first_output_token, request_latency, "
              "inter_token_latency, output_token_throughput_per_user, "
              "input_sequence_length, output_sequence_length, output_token_count, "
-             "reasoning_token_count, reasoning_latency; aliases ttft, ttfo, itl, "
+             "reasoning_token_count, reasoning_latency, cached_input_tokens, server_prefill_ms, server_queue_ms, ttft_outside_server_ms; aliases ttft, ttfo, itl, "
              "tpot, e2el)");
     load_err("[slo]\ngoodput = ttft:1 time_to_first_token:2\n", 2,
              "key 'goodput': duplicate metric 'time_to_first_token' ('ttft:1' "
@@ -682,6 +682,71 @@ static void test_dump_roundtrip(void **state)
     free(text);
 }
 
+/* the dump of <c>, loaded again, equals <c>; returns the dump text */
+static char *dump_reload(const struct tt_config *c)
+{
+    struct tt_config d;
+    char *text;
+    size_t len;
+    FILE *f = tmpfile();
+
+    assert_non_null(f);
+    assert_int_equal(tt_config_dump(c, f), 0);
+    len = (size_t)ftell(f);
+    rewind(f);
+    text = malloc(len + 1);
+    assert_non_null(text);
+    assert_int_equal(fread(text, 1, len, f), len);
+    text[len] = '\0';
+    fclose(f);
+    if (load(&d, text) != 0)
+        fail_msg("dump does not reload: %s\n%s", err, text);
+    assert_memory_equal(c, &d, sizeof(*c));
+    return text;
+}
+
+/*
+ * check-config printed "record =#r.jsonl" as "record = #r.jsonl", which
+ * reloads as a comment (records off); values with a leading '#' or ';',
+ * blanks at either end, quotes or " #" inside are quoted and read back.
+ */
+static void test_dump_quotes_values_that_would_not_round_trip(void **state)
+{
+    static const struct { const char *line, *value, *dumped; } cases[] = {
+        { "record =#r.jsonl", "#r.jsonl", "\nrecord = \"#r.jsonl\"\n" },
+        { "record =;r", ";r", "\nrecord = \";r\"\n" },
+        { "record = \" r.jsonl \"", " r.jsonl ", "\nrecord = \" r.jsonl \"\n" },
+        { "record = \"a #b\"  # a comment", "a #b", "\nrecord = \"a #b\"\n" },
+        { "record = \"x\" ;y\"", "x\" ;y", "\nrecord = \"x\" ;y\"\n" },
+        { "record = '\"q\"'", "\"q\"", "\nrecord = \"\"q\"\"\n" },
+        { "record = a#b", "a#b", "\nrecord = a#b\n" },
+        { "record = r.jsonl # note", "r.jsonl", "\nrecord = r.jsonl\n" },
+        { "record = # nothing", "", "\nrecord =\n" },
+        { "record = \"\va\"", "\va", "\nrecord = \"\va\"\n" },
+    };
+    char text[256];
+    struct tt_config c;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *dump;
+        snprintf(text, sizeof(text), "[upstream]\nupstream = http://h:1\n"
+                 "[record]\n%s\n", cases[i].line);
+        if (load(&c, text) != 0)
+            fail_msg("%s: %s", cases[i].line, err);
+        assert_string_equal(c.record, cases[i].value);
+        dump = dump_reload(&c);
+        if (strstr(dump, cases[i].dumped) == NULL)
+            fail_msg("%s: dumped as\n%s", cases[i].line, dump);
+        free(dump);
+    }
+    /* the model SLO sections go through the same printer */
+    assert_int_equal(load(&c, "[upstream]\nupstream = http://h:1\n"
+                              "[slo.a #b]\ngoodput = ttft:5\n"), 0);
+    free(dump_reload(&c));
+}
+
 static void test_usage(void **state)
 {
     char *text;
@@ -834,6 +899,7 @@ int main(void)
         cmocka_unit_test_teardown(test_check, teardown),
         cmocka_unit_test_teardown(test_reference_file, teardown),
         cmocka_unit_test_teardown(test_dump_roundtrip, teardown),
+        cmocka_unit_test_teardown(test_dump_quotes_values_that_would_not_round_trip, teardown),
         cmocka_unit_test_teardown(test_usage, teardown),
         cmocka_unit_test_teardown(test_url, teardown),
         cmocka_unit_test_teardown(test_addr, teardown),

@@ -63,6 +63,30 @@ static void test_openai_chat(void **state)
     assert_int_equal(r.max_tokens, -1);
 }
 
+/* llama.cpp's native body, and lists of prompts (each a prompt: strings or
+ * token lists; a list of token ids is one prompt) */
+static void test_llamacpp_and_prompts(void **state)
+{
+    struct tt_request r;
+
+    (void)state;
+    inspect(&r, "/completion", "{\"prompt\":\"p\",\"n_predict\":16,\"stream\":true}", 3, 0);
+    assert_int_equal(r.api, TT_API_LLAMACPP);
+    assert_int_equal(r.stream, 1);
+    assert_int_equal(r.max_tokens, 16);
+    assert_int_equal(r.prompts, 0);
+    inspect(&r, "/infill", "{\"input_prefix\":\"a\"}", 0, 0);
+    assert_int_equal(r.stream, 0);
+    inspect(&r, "/v1/completions", "{\"prompt\":[\"a\",\"b\",\"c\"],\"stream\":true}", 0, 0);
+    assert_int_equal(r.prompts, 3);
+    inspect(&r, "/v1/completions", "{\"prompt\":[[1,2],[3]]}", 0, 0);
+    assert_int_equal(r.prompts, 2);
+    inspect(&r, "/v1/completions", "{\"prompt\":[1,2,3]}", 0, 0);
+    assert_int_equal(r.prompts, 0);
+    inspect(&r, "/v1/completions", "{\"prompt\":[\"only\"]}", 0, 0);
+    assert_int_equal(r.prompts, 0);
+}
+
 static void test_other_apis(void **state)
 {
     struct tt_request r;
@@ -212,6 +236,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_openai_chat),
         cmocka_unit_test(test_other_apis),
+        cmocka_unit_test(test_llamacpp_and_prompts),
         cmocka_unit_test(test_bad_bodies),
         cmocka_unit_test(test_budget),
     };

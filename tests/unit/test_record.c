@@ -113,6 +113,47 @@ static double metric(cJSON *j, const char *tag, const char *unit)
     return cJSON_GetObjectItem(e, "value")->valuedouble;
 }
 
+/* the server's own figures, cached tokens, choices, usage injection */
+static void test_record_server_truth(void **state)
+{
+    struct tt_request r;
+    char *line;
+    cJSON *j, *md, *srv, *u;
+    (void)state;
+
+    sample(&r);
+    j = format_parse(&r, NULL, &line);
+    md = cJSON_GetObjectItem(j, "metadata");
+    assert_null(cJSON_GetObjectItem(md, "server"));         /* the server said nothing */
+    assert_null(cJSON_GetObjectItem(md, "choices"));
+    assert_null(cJSON_GetObjectItem(md, "usage_injected"));
+    cJSON_Delete(j);
+    free(line);
+
+    r.s.usage_cached = 12;
+    r.s.choices = 2;
+    r.usage_injected = 1;
+    tt_request_server(&r, TT_SRV_PROMPT_MS, 95.582);
+    tt_request_server(&r, TT_SRV_CACHE_N, 12);
+    tt_request_server(&r, TT_SRV_QUEUE_MS, -1);             /* not a measurement */
+    j = format_parse(&r, NULL, &line);
+    md = cJSON_GetObjectItem(j, "metadata");
+    srv = cJSON_GetObjectItem(md, "server");
+    assert_non_null(srv);
+    assert_int_equal(cJSON_GetArraySize(srv), 2);
+    assert_true(cJSON_GetObjectItem(srv, "prompt_ms")->valuedouble == 95.582);
+    assert_non_null(strstr(line, "\"server\":{\"cache_n\":12,\"prompt_ms\":95.582}"));
+    u = cJSON_GetObjectItem(md, "usage");
+    assert_int_equal(cJSON_GetObjectItem(u, "cached_input_tokens")->valueint, 12);
+    assert_int_equal(cJSON_GetObjectItem(md, "choices")->valueint, 2);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(md, "usage_injected")));
+    assert_true(metric(j, "cached_input_tokens", "tokens") == 12);
+    assert_true(metric(j, "server_prefill_ms", "ms") == 95.582);
+    cJSON_Delete(j);
+    free(line);
+    tt_request_reset(&r);
+}
+
 static void test_record_fields(void **state)
 {
     struct tt_request r;
@@ -238,16 +279,16 @@ static void test_redact_path_spellings(void **state)
         { "/plain/path", "/plain/path" },
         { "/x?%zz=1&key=", "/x?%zz=1&key=REDACTED" },
     };
-    char out[TT_REDACT_MAX];
+    char out[TT_RECORD_PATH_MAX];
     (void)state;
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        size_t n = tt_redact_path(cases[i].in, out, sizeof(out));
+        size_t n = tt_record_redact_path(cases[i].in, out, sizeof(out));
         assert_string_equal(out, cases[i].out);
         assert_int_equal(n, strlen(cases[i].out));
     }
     /* truncation never shows a secret either */
-    assert_int_equal(tt_redact_path("/x?key=SECRET", out, 8), 7);
+    assert_int_equal(tt_record_redact_path("/x?key=SECRET", out, 8), 7);
     assert_string_equal(out, "/x?key=");
 }
 
@@ -554,6 +595,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_record_fields),
+        cmocka_unit_test(test_record_server_truth),
         cmocka_unit_test(test_record_error_and_absent),
         cmocka_unit_test(test_record_escaping_and_secrets),
         cmocka_unit_test(test_redact_path_spellings),

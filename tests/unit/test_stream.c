@@ -16,7 +16,9 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "metrics/clock.h"
 #include "metrics/request.h"
+#include "proxy/httphead.h"
 #include "proxy/stream.h"
 
 #define SSE     "text/event-stream"
@@ -58,6 +60,10 @@ static void test_api_detect(void **state)
     assert_int_equal(det(""), TT_API_OTHER);
     assert_int_equal(det("/v1/chat/completionsX"), TT_API_OTHER);
     assert_int_equal(det("/v1/threads/t/messages"), TT_API_OTHER);
+    assert_int_equal(det("/completion"), TT_API_LLAMACPP);
+    assert_int_equal(det("/infill"), TT_API_LLAMACPP);
+    assert_int_equal(det("/completions"), TT_API_OPENAI_COMPLETIONS);   /* until its events say */
+    assert_string_equal(tt_api_name(TT_API_LLAMACPP), "llamacpp.completion");
     assert_int_equal(tt_api_detect("/v1/messagesXYZ", 12), TT_API_ANTHROPIC);
     assert_string_equal(tt_api_name(TT_API_OPENAI_CHAT), "openai.chat");
     assert_string_equal(tt_api_name(TT_API_OPENAI_COMPLETIONS), "openai.completions");
@@ -126,14 +132,14 @@ static const struct fx fixtures[] = {
     { "groq-chat-gpt-oss-reasoning-error-event.sse", TT_API_OPENAI_CHAT, SSE, RAW, TT_THINK_AUTO,
       95, 93, 0, 412, 0, -1, -1, -1, "", 1, "invalid_request_error",
       "Tool call validation failed: tool call validation failed: parameters for tool get_something_by_name",
-      0, "openai/gpt-oss-120b", 400, "stream_error", 350, 642, 937, -1, 27740 },
+      0, "openai/gpt-oss-120b", 400, "invalid_request_error", 350, 642, 937, -1, 27740 },
     { "ollama-api-chat.ndjson", TT_API_OLLAMA, NDJSON, RAW, TT_THINK_AUTO,
       22, 0, 21, 0, 33, 16, 22, -1, "stop", 0, "", "", 1,
       "gemma3:1b", 0, NULL, 125, 125, 248, 125, 2596 },
     { "openai-responses-failed.jsonl", TT_API_OPENAI_RESPONSES, SSE, WRAP_EVENT, TT_THINK_AUTO,
       4, 0, 0, 0, 0, -1, -1, -1, "failed", 1, "insufficient_quota",
       "You exceeded your current quota, please check your plan and billing details.", 1,
-      "gpt-5-nano-2025-08-07", 500, "stream_error", 799, -1, -1, -1, -1 },
+      "gpt-5-nano-2025-08-07", 500, "insufficient_quota", 799, -1, -1, -1, -1 },
     { "openai-responses-reasoning_summary-function_call.jsonl", TT_API_OPENAI_RESPONSES, SSE,
       WRAP_EVENT, TT_THINK_AUTO,
       56, 32, 13, 163, 25, 134, 28, 0, "completed", 0, "", "", 1,
@@ -173,6 +179,36 @@ static const struct fx fixtures[] = {
     { "vllm-0.24-chat-include_usage.sse", TT_API_OPENAI_CHAT, SSE, RAW, TT_THINK_AUTO,
       17, 0, 13, 0, 13, 46, 14, -1, "stop", 0, "", "", 1,
       "meta-llama/Llama-3.3-70B-Instruct", 0, NULL, 285, 527, 769, 527, 3431 },
+    /* llama.cpp b10587.  Native API: 17 events, 16 with non-empty content
+     * (89 content bytes: "mn"=2, " beim"=5, " manipulate"=11, " argument"=9,
+     * " separator"=10, " ци"=5, "ret"=3, " eager"=6, "oint"=4,
+     * " vessels"=8, "rà"=3, "bg"=2, "Stats"=5, " screens"=8, " я"=3,
+     * "tools"=5), the 17th is the stop:true summary (content "",
+     * tokens_predicted 16, tokens_evaluated 9, stop_type "limit"), no
+     * [DONE].  Events end at bytes 118, 240, ... 1962 (16th), 3638.  Served
+     * on /completions (detected as OpenAI Completions, switched by the
+     * first event) and on /completion. */
+    { "llamacpp-b10587-native-completions-stream.sse", TT_API_OPENAI_COMPLETIONS, SSE, RAW,
+      TT_THINK_AUTO, 17, 0, 16, 0, 89, 9, 16, -1, "limit", 0, "", "", 1,
+      "small-llama.gguf", 0, NULL, 118, 118, 240, 118, 1962 },
+    { "llamacpp-b10587-native-completions-stream.sse", TT_API_LLAMACPP, SSE, RAW,
+      TT_THINK_AUTO, 17, 0, 16, 0, 89, 9, 16, -1, "limit", 0, "", "", 1,
+      "small-llama.gguf", 0, NULL, 118, 118, 240, 118, 1962 },
+    /* n=2: 39 events (2 role chunks, 2 x 16 content deltas, 2 finish chunks,
+     * 2 usage-only chunks of completion_tokens 16 / prompt_tokens 19 each,
+     * [DONE]); 32 token events, 174 content bytes.  Output = 16 + 16 = 32,
+     * input 19 (one prompt: the same 19 in both parts).  The first token
+     * event is choice 1's "ɐ" (ends at byte 528), the second choice 0's
+     * "ɐ" (1057): the stream as the client sees it.  Last token: choice 0's
+     * " Karriere" at 9635. */
+    { "llamacpp-b10587-chat-n2-include_usage.sse", TT_API_OPENAI_CHAT, SSE, RAW, TT_THINK_AUTO,
+      39, 0, 32, 0, 174, 19, 32, -1, "length", 0, "", "", 1,
+      "small-tools-llama.gguf", 0, NULL, 273, 528, 1057, 528, 9635 },
+    /* role chunk, 16 content deltas (92 bytes), finish chunk, usage-only
+     * chunk with timings (prompt 42, 12 cached, completion 16), [DONE] */
+    { "llamacpp-b10587-chat-include_usage-timings.sse", TT_API_OPENAI_CHAT, SSE, RAW,
+      TT_THINK_AUTO, 20, 0, 16, 0, 92, 42, 16, -1, "length", 0, "", "", 1,
+      "small-llama.gguf", 0, NULL, 267, 521, 771, 521, 4311 },
 };
 
 static const char *fixture_dir(void)
@@ -452,21 +488,29 @@ static void test_fixtures_truncated(void **state)
 /* ------------------------------------------------------------------ */
 /* synthetic streams                                                   */
 
-/* feed <parts> one per read, read i at time 100 * (i + 1) */
-static void feed_parts(struct tt_request *r, enum tt_api api, const char *ct,
-                       enum tt_think_mode think, const char *const *parts,
-                       int complete)
+/* feed <parts> one per read, read i at time 100 * (i + 1), into a request
+ * already initialised (feed_parts() initialises it) */
+static void feed_parts_into(struct tt_request *r, enum tt_api api, const char *ct,
+                            enum tt_think_mode think, const char *const *parts,
+                            int complete)
 {
     struct tt_stream *st;
     int i;
 
-    tt_request_init(r);
     st = tt_stream_new(r, api, ct, think);
     assert_non_null(st);
     for (i = 0; parts[i] != NULL; i++)
         tt_stream_feed(st, parts[i], strlen(parts[i]), 100u * (unsigned)(i + 1));
     tt_stream_end(st, complete, 9999);
     tt_stream_free(st);
+}
+
+static void feed_parts(struct tt_request *r, enum tt_api api, const char *ct,
+                       enum tt_think_mode think, const char *const *parts,
+                       int complete)
+{
+    tt_request_init(r);
+    feed_parts_into(r, api, ct, think, parts, complete);
 }
 
 #define CHUNK(text) "data: {\"choices\":[{\"delta\":{\"content\":\"" text "\"}}]}\n\n"
@@ -680,7 +724,7 @@ static void test_error_events(void **state)
     assert_string_equal(r.s.error_type, "overloaded_error");
     assert_string_equal(r.s.error_message, "Overloaded");
     assert_int_equal(r.s.usage_input, 7);
-    assert_string_equal(r.err_type, "stream_error");
+    assert_string_equal(r.err_type, "overloaded_error");
     tt_request_reset(&r);
 
     feed_parts(&r, TT_API_OLLAMA, NDJSON, TT_THINK_AUTO, ollama, 1);
@@ -764,7 +808,7 @@ static void test_non_streaming(void **state)
     }
     assert_int_equal(r.s.error, 1);
     assert_string_equal(r.s.error_type, "invalid_request_error");
-    assert_string_equal(r.err_type, "upstream_error");
+    assert_string_equal(r.err_type, "invalid_request_error");
     assert_int_equal(r.err_code, 400);
     tt_request_reset(&r);
 
@@ -863,6 +907,417 @@ static void test_oversize_event_counted(void **state)
     free(big);
 }
 
+
+/* ------------------------------------------------------------------ */
+/* what the server says about itself (SPEC section 11)                 */
+
+static void srv_eq(const struct tt_request *r, enum tt_srv k, double want)
+{
+    double got = tt_request_server_get(r, k);
+    if (got < want - 1e-9 || got > want + 1e-9)
+        fail_msg("server %s = %g, want %g", tt_srv_names[k], got, want);
+}
+
+/*
+ * Expected figures by hand from the files (see the fixture table):
+ *   native stream   timings {cache_n 3, prompt_n 6, prompt_ms 29.724,
+ *                   predicted_n 16, predicted_ms 344.613}; cached = cache_n 3;
+ *                   one choice (index 0); the response is llama.cpp's
+ *   n=2 stream      two usage-only chunks, cached_tokens 2 each; two timings:
+ *                   prompt_n 17 / 17, cache_n 2 / 2 (one prompt: largest),
+ *                   prompt_ms 57.806 / 58.284 (largest: 58.284),
+ *                   predicted_n 16 + 16 = 32, predicted_ms 356.307 / 356.512
+ *                   (largest); choices 2 (index 0 and 1)
+ *   timings stream  prompt_n 30, cache_n 12, prompt_ms 95.582, predicted_n
+ *                   16, predicted_ms 356.733; cached_tokens 12
+ * Every split gives the same (32 modes as in test_fixtures).
+ */
+static void test_server_truth_fixtures(void **state)
+{
+    static const struct {
+        const char *file;
+        enum tt_api api, final_api;
+        double prompt_n, cache_n, prompt_ms, predicted_n, predicted_ms;
+        int64_t cached;
+        uint32_t choices;
+    } want[] = {
+        { "llamacpp-b10587-native-completions-stream.sse", TT_API_OPENAI_COMPLETIONS,
+          TT_API_LLAMACPP, 6, 3, 29.724, 16, 344.613, 3, 1 },
+        { "llamacpp-b10587-native-completions-stream.sse", TT_API_LLAMACPP,
+          TT_API_LLAMACPP, 6, 3, 29.724, 16, 344.613, 3, 1 },
+        { "llamacpp-b10587-chat-n2-include_usage.sse", TT_API_OPENAI_CHAT,
+          TT_API_OPENAI_CHAT, 17, 2, 58.284, 32, 356.512, 2, 2 },
+        { "llamacpp-b10587-chat-include_usage-timings.sse", TT_API_OPENAI_CHAT,
+          TT_API_OPENAI_CHAT, 30, 12, 95.582, 16, 356.733, 12, 1 },
+    };
+    size_t k;
+    int mode;
+
+    (void)state;
+    if (!fixtures_present())
+        skip();
+    for (k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+        struct fx fx = { .file = want[k].file, .api = want[k].api, .ctype = SSE };
+        struct tt_request r;
+        size_t len;
+        char *buf = load(&fx, &len);
+
+        if (buf == NULL)
+            fail_msg("fixture %s missing from %s", fx.file, fixture_dir());
+        for (mode = 0; mode < 32; mode++) {
+            run(&fx, buf, len, mode, &r, NULL, 1);
+            /* the decoder corrects r->api only when the events tell another
+             * API than the path (run() leaves it unset otherwise) */
+            if (want[k].final_api != want[k].api)
+                assert_int_equal(r.api, want[k].final_api);
+            assert_null(r.err_type);
+            srv_eq(&r, TT_SRV_PROMPT_N, want[k].prompt_n);
+            srv_eq(&r, TT_SRV_CACHE_N, want[k].cache_n);
+            srv_eq(&r, TT_SRV_PROMPT_MS, want[k].prompt_ms);
+            srv_eq(&r, TT_SRV_PREDICTED_N, want[k].predicted_n);
+            srv_eq(&r, TT_SRV_PREDICTED_MS, want[k].predicted_ms);
+            assert_int_equal(r.s.usage_cached, want[k].cached);
+            assert_int_equal(r.s.choices, want[k].choices);
+            tt_request_reset(&r);
+        }
+        free(buf);
+    }
+}
+
+/*
+ * The non-streaming chat body with reasoning_content: reasoning
+ * "contribufoundving seizo indentving mate" (39 bytes), answer
+ * "impliesstav gridbritbolulas estilo soupu" (40 bytes); usage 19 in / 27
+ * out, no reasoning count, cached_tokens 6; timings prompt_ms 66.752,
+ * prompt_n 13, cache_n 6, predicted_n 27, predicted_ms 684.412.  The split
+ * is the text share: 27 * 39 / 79 = 13.33 -> 13 reasoning, 14 answer
+ * tokens ("usage+estimate").  No stream: no TTFT, so no
+ * ttft_outside_server_ms, but server_prefill_ms 66.752.
+ */
+static void test_server_truth_nonstream_reasoning(void **state)
+{
+    struct tt_request r;
+    struct tt_metric_values m;
+    const char *source = NULL;
+    size_t len;
+    char *buf;
+    int mode;
+
+    (void)state;
+    if (!fixtures_present())
+        skip();
+    buf = read_file(fixture_dir(), "llamacpp-b10587-chat-nonstream-reasoning_content.json", &len);
+    if (buf == NULL)
+        fail_msg("fixture llamacpp-b10587-chat-nonstream-reasoning_content.json missing");
+    for (mode = 0; mode < 8; mode++) {
+        struct fx fx = { .file = "", .api = TT_API_OPENAI_CHAT, .ctype = JSON };
+        run(&fx, buf, len, mode, &r, NULL, 1);
+        r.status = 200;
+        r.t0 = T0;
+        r.ts[TT_TS_RESPONSE_COMPLETE] = T_END;
+        assert_int_equal(r.s.streaming, 0);
+        assert_int_equal(r.s.reasoning_bytes, 39);
+        assert_int_equal(r.s.answer_bytes, 40);
+        assert_int_equal(r.s.usage_input, 19);
+        assert_int_equal(r.s.usage_output, 27);
+        assert_int_equal(r.s.usage_reasoning, -1);
+        assert_int_equal(r.s.usage_cached, 6);
+        assert_null(r.err_type);
+        tt_metrics_compute(&r, &m, &source);
+        assert_string_equal(source, "usage+estimate");
+        assert_true(tt_metric_has(&m, TT_M_REASONING_TOKENS));
+        assert_int_equal((int)m.v[TT_M_REASONING_TOKENS], 13);
+        assert_int_equal((int)m.v[TT_M_OUTPUT_TOKENS], 14);
+        assert_int_equal((int)m.v[TT_M_CACHED_INPUT], 6);
+        assert_true(tt_metric_has(&m, TT_M_SERVER_PREFILL));
+        assert_true(m.v[TT_M_SERVER_PREFILL] == 66.752);
+        assert_false(tt_metric_has(&m, TT_M_TTFT_OUTSIDE));
+        assert_false(tt_metric_has(&m, TT_M_TTFT));
+        srv_eq(&r, TT_SRV_PREDICTED_N, 27);
+        srv_eq(&r, TT_SRV_PREDICTED_MS, 684.412);
+        tt_request_reset(&r);
+    }
+    free(buf);
+}
+
+/*
+ * TTFT decomposed, on the native fixture fed as one byte per read: byte i
+ * arrives at T0 + i + 1 ns; shifted by 199 ms with t0 = 0, the first token
+ * (dispatched by byte 118) is at 1 ms + 199 ms + 119 ns = 200.000119 ms; prompt_ms 29.724 -> outside the server
+ * 200.000119 - 29.724 = 170.276119 ms.  Ollama: load_duration is the queue.
+ */
+static void test_ttft_decomposition(void **state)
+{
+    static const char *const ollama[] = {
+        "{\"model\":\"m\",\"message\":{\"content\":\"hi\"},\"done\":false}\n",
+        "{\"model\":\"m\",\"message\":{\"content\":\"\"},\"done\":true,\"done_reason\":\"stop\","
+        "\"total_duration\":90000000,\"load_duration\":2000000,\"prompt_eval_count\":5,"
+        "\"prompt_eval_duration\":3500000,\"eval_count\":1,\"eval_duration\":1000000}\n",
+        NULL,
+    };
+    struct tt_request r;
+    struct tt_metric_values m;
+    size_t len;
+    char *buf;
+    uint32_t i;
+
+    (void)state;
+    feed_parts(&r, TT_API_OLLAMA, NDJSON, TT_THINK_AUTO, ollama, 1);
+    r.status = 200;
+    r.t0 = 1;       /* first token at 100 ns: TTFT 99 ns */
+    tt_metrics_compute(&r, &m, NULL);
+    srv_eq(&r, TT_SRV_LOAD_NS, 2000000);
+    srv_eq(&r, TT_SRV_TOTAL_NS, 90000000);
+    assert_true(m.v[TT_M_SERVER_PREFILL] == 3.5);
+    assert_true(m.v[TT_M_SERVER_QUEUE] == 2.0);
+    /* TTFT 99 ns = 0.000099 ms; outside = 0.000099 - 3.5 - 2 (negative:
+     * reported as measured) */
+    assert_true(tt_metric_has(&m, TT_M_TTFT_OUTSIDE));
+    assert_true(m.v[TT_M_TTFT_OUTSIDE] < -5.49 && m.v[TT_M_TTFT_OUTSIDE] > -5.5);
+    tt_request_reset(&r);
+
+    if (!fixtures_present())
+        skip();
+    buf = read_file(fixture_dir(), "llamacpp-b10587-native-completions-stream.sse", &len);
+    assert_non_null(buf);
+    {
+        struct fx fx = { .file = "", .api = TT_API_LLAMACPP, .ctype = SSE };
+        run(&fx, buf, len, 1, &r, NULL, 1);
+    }
+    r.status = 200;
+    /* the bytes arrived 199 ms later than fed (T0 is 1 ms): t0 = 0 */
+    r.t0 = 0;
+    for (i = 0; i < TT_TS__COUNT; i++)
+        if (r.ts[i] != 0)
+            r.ts[i] += 199000000u;
+    for (i = 0; i < r.n_token_ts; i++)
+        r.token_ts[i] += 199000000u;
+    tt_metrics_compute(&r, &m, NULL);
+    if (!(m.v[TT_M_TTFT] > 200.0001189 && m.v[TT_M_TTFT] < 200.0001191))
+        fail_msg("TTFT %.9f", m.v[TT_M_TTFT]);
+    assert_true(m.v[TT_M_SERVER_PREFILL] == 29.724);
+    assert_false(tt_metric_has(&m, TT_M_SERVER_QUEUE));
+    assert_true(m.v[TT_M_TTFT_OUTSIDE] > 170.276118 && m.v[TT_M_TTFT_OUTSIDE] < 170.27612);
+    assert_int_equal((int)m.v[TT_M_ISL], 9);
+    assert_int_equal((int)m.v[TT_M_OSL], 16);
+    assert_int_equal((int)m.v[TT_M_CACHED_INPUT], 3);
+    tt_request_reset(&r);
+    free(buf);
+}
+
+/* a list of prompts: each part's input counts; one prompt with n choices:
+ * the prompt once */
+static void test_usage_parts(void **state)
+{
+    static const char *const two[] = {
+        "data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n",
+        "data: {\"choices\":[{\"index\":1,\"text\":\"b\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3}}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":4}}\n\n",
+        "data: [DONE]\n\n", NULL,
+    };
+    static const char *const cumulative[] = {
+        /* vLLM continuous usage: usage on chunks with choices is cumulative */
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}],"
+        "\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"}}],"
+        "\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n",
+        "data: [DONE]\n\n", NULL,
+    };
+    struct tt_request r;
+
+    (void)state;
+    /* two prompts (the inspector says so): inputs add up */
+    tt_request_init(&r);
+    r.prompts = 2;
+    feed_parts_into(&r, TT_API_OPENAI_COMPLETIONS, SSE, TT_THINK_AUTO, two, 1);
+    assert_int_equal(r.s.usage_input, 12);
+    assert_int_equal(r.s.usage_output, 7);
+    assert_int_equal(r.s.choices, 2);
+    assert_null(r.err_type);
+    tt_request_reset(&r);
+
+    /* one prompt, n = 2: the largest input, outputs summed */
+    feed_parts(&r, TT_API_OPENAI_COMPLETIONS, SSE, TT_THINK_AUTO, two, 1);
+    assert_int_equal(r.s.usage_input, 7);
+    assert_int_equal(r.s.usage_output, 7);
+    tt_request_reset(&r);
+
+    feed_parts(&r, TT_API_OPENAI_CHAT, SSE, TT_THINK_AUTO, cumulative, 1);
+    assert_int_equal(r.s.usage_input, 5);
+    assert_int_equal(r.s.usage_output, 2);
+    assert_int_equal(r.s.choices, 1);
+    tt_request_reset(&r);
+}
+
+/* the upstream's own error type, per API shape */
+static void test_upstream_error_types(void **state)
+{
+    static const struct {
+        enum tt_api api;
+        const char *body, *type, *msg;
+        int code;
+    } cases[] = {
+        { TT_API_OPENAI_CHAT,
+          "{\"error\":{\"code\":400,\"message\":\"the request exceeds the available context size\","
+          "\"type\":\"exceed_context_size_error\",\"n_prompt_tokens\":5000,\"n_ctx\":4096}}",
+          "exceed_context_size_error", "the request exceeds the available context size", 400 },
+        { TT_API_LLAMACPP,
+          "{\"error\":{\"code\":503,\"message\":\"Loading model\",\"type\":\"unavailable_error\"}}",
+          "unavailable_error", "Loading model", 503 },
+        { TT_API_GEMINI,
+          "{\"error\":{\"code\":429,\"message\":\"Resource exhausted\",\"status\":\"RESOURCE_EXHAUSTED\"}}",
+          "RESOURCE_EXHAUSTED", "Resource exhausted", 429 },
+        { TT_API_ANTHROPIC,
+          "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}",
+          "overloaded_error", "Overloaded", 529 },
+        { TT_API_TGI,
+          "{\"error\":\"Input validation error: inputs too long\",\"error_type\":\"validation\"}",
+          "validation", "Input validation error: inputs too long", 422 },
+        { TT_API_OLLAMA, "{\"error\":\"model 'x' not found\"}",
+          "upstream_error", "model 'x' not found", 404 },
+    };
+    size_t k;
+
+    (void)state;
+    for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        struct tt_request r;
+        struct tt_stream *st;
+
+        tt_request_init(&r);
+        r.status = cases[k].code;
+        st = tt_stream_new(&r, cases[k].api, JSON, TT_THINK_AUTO);
+        tt_stream_feed(st, cases[k].body, strlen(cases[k].body), 5);
+        tt_stream_end(st, 1, 6);
+        tt_stream_free(st);
+        assert_non_null(r.err_type);
+        assert_string_equal(r.err_type, cases[k].type);
+        assert_string_equal(r.err_msg, cases[k].msg);
+        assert_int_equal(r.err_code, cases[k].code);
+        tt_request_reset(&r);
+    }
+}
+
+/* TGI's and OpenAI's timing headers, read from the response head */
+static void test_server_headers(void **state)
+{
+    static const char *const fields[][2] = {
+        { "Content-Type", "application/json" },
+        { "x-queue-time", "12" },
+        { "X-Inference-Time", "340" },
+        { "x-time-per-token", "21" },
+        { "x-validation-time", "0.5" },
+        { "x-prompt-tokens", "7" },
+        { "x-generated-tokens", "16" },
+        { "openai-processing-ms", "abc" },      /* not a number: ignored */
+    };
+    static const char body[] = "{\"generated_text\":\"hello\",\"details\":"
+                               "{\"finish_reason\":\"length\",\"generated_tokens\":16}}";
+    struct tt_request r;
+    struct tt_stream *st;
+    struct tt_metric_values m;
+    struct tt_head h;
+    size_t i;
+
+    (void)state;
+    assert_int_equal(tt_head_init(&h, 8192, 32), 0);
+    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        assert_int_equal(tt_head_field(&h, fields[i][0], strlen(fields[i][0])), 0);
+        assert_int_equal(tt_head_value(&h, fields[i][1], strlen(fields[i][1])), 0);
+    }
+    tt_request_init(&r);
+    r.status = 200;
+    st = tt_stream_new(&r, TT_API_TGI, JSON, TT_THINK_AUTO);
+    tt_stream_head(st, &h);
+    tt_stream_feed(st, body, strlen(body), 5);
+    tt_stream_end(st, 1, 6);
+    tt_stream_free(st);
+    tt_head_free(&h);
+    srv_eq(&r, TT_SRV_QUEUE_MS, 12);
+    srv_eq(&r, TT_SRV_INFERENCE_MS, 340);
+    srv_eq(&r, TT_SRV_PER_TOKEN_MS, 21);
+    srv_eq(&r, TT_SRV_VALIDATION_MS, 0.5);
+    srv_eq(&r, TT_SRV_PROMPT_TOKENS, 7);
+    srv_eq(&r, TT_SRV_GENERATED_TOKENS, 16);
+    assert_true(tt_request_server_get(&r, TT_SRV_PROCESSING_MS) < 0);
+    tt_metrics_compute(&r, &m, NULL);
+    assert_true(m.v[TT_M_SERVER_QUEUE] == 12);
+    assert_false(tt_metric_has(&m, TT_M_SERVER_PREFILL));
+    tt_request_reset(&r);
+}
+
+/*
+ * Non-streaming bodies of every API with reasoning: the reasoning count
+ * appears in the metrics as for a stream.  Without a usage reasoning count
+ * the split is the text share ("usage+estimate"):
+ *   openai chat   reasoning_content "abcdef" (6) / content "ab" (2), 8 out:
+ *                 8 * 6/8 = 6 reasoning
+ *   think tags    "<think>abcd</think>xyzw": reasoning 4 + 15 tag bytes = 19,
+ *                 answer 4; 23 out: 23 * 19/23 = 19
+ *   anthropic     thinking "aaaa" (4) / text "bbbb" (4), 10 out: 5
+ *   ollama        thinking "hmm" (3) / content "hi" (2), 5 out: 3
+ *   gemini        thoughtsTokenCount 5 reported: 5 ("usage")
+ *   responses     reasoning_tokens 1 reported: 1 ("usage")
+ */
+static void test_non_streaming_reasoning_every_api(void **state)
+{
+    static const struct {
+        enum tt_api api;
+        const char *body, *source;
+        int reasoning, output;
+    } cases[] = {
+        { TT_API_OPENAI_CHAT,
+          "{\"choices\":[{\"message\":{\"content\":\"ab\",\"reasoning_content\":\"abcdef\"}}],"
+          "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":8}}", "usage+estimate", 6, 2 },
+        { TT_API_OPENAI_CHAT,
+          "{\"choices\":[{\"message\":{\"content\":\"<think>abcd</think>xyzw\"}}],"
+          "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":23}}", "usage+estimate", 19, 4 },
+        { TT_API_ANTHROPIC,
+          "{\"type\":\"message\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"aaaa\"},"
+          "{\"type\":\"text\",\"text\":\"bbbb\"}],\"usage\":{\"input_tokens\":2,\"output_tokens\":10}}",
+          "usage+estimate", 5, 5 },
+        { TT_API_OLLAMA,
+          "{\"message\":{\"content\":\"hi\",\"thinking\":\"hmm\"},\"done\":true,"
+          "\"prompt_eval_count\":4,\"eval_count\":5}", "usage+estimate", 3, 2 },
+        { TT_API_GEMINI,
+          "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"t\",\"thought\":true},{\"text\":\"ab\"}]}}],"
+          "\"usageMetadata\":{\"promptTokenCount\":3,\"candidatesTokenCount\":2,\"thoughtsTokenCount\":5}}",
+          "usage", 5, 2 },
+        { TT_API_OPENAI_RESPONSES,
+          "{\"object\":\"response\",\"status\":\"completed\",\"output\":["
+          "{\"type\":\"reasoning\",\"summary\":[{\"type\":\"summary_text\",\"text\":\"sum\"}]},"
+          "{\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"answer\"}]}],"
+          "\"usage\":{\"input_tokens\":1,\"output_tokens\":2,\"output_tokens_details\":{\"reasoning_tokens\":1}}}",
+          "usage", 1, 1 },
+    };
+    size_t k;
+
+    (void)state;
+    for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        const char *parts[] = { cases[k].body, NULL };
+        struct tt_request r;
+        struct tt_metric_values m;
+        const char *source = NULL;
+
+        feed_parts(&r, cases[k].api, JSON, TT_THINK_AUTO, parts, 1);
+        r.status = 200;
+        r.t0 = 1;
+        r.ts[TT_TS_RESPONSE_COMPLETE] = 9999;
+        assert_int_equal(r.s.streaming, 0);
+        assert_null(r.err_type);
+        tt_metrics_compute(&r, &m, &source);
+        if (source == NULL || strcmp(source, cases[k].source) != 0 ||
+            !tt_metric_has(&m, TT_M_REASONING_TOKENS) ||
+            (int)m.v[TT_M_REASONING_TOKENS] != cases[k].reasoning ||
+            (int)m.v[TT_M_OUTPUT_TOKENS] != cases[k].output)
+            fail_msg("case %zu (%s): source %s reasoning %g output %g, want %s %d %d", k,
+                     tt_api_name(cases[k].api), source ? source : "null",
+                     m.v[TT_M_REASONING_TOKENS], m.v[TT_M_OUTPUT_TOKENS],
+                     cases[k].source, cases[k].reasoning, cases[k].output);
+        tt_request_reset(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -878,6 +1333,13 @@ int main(void)
         cmocka_unit_test(test_non_streaming),
         cmocka_unit_test(test_framing_choice),
         cmocka_unit_test(test_oversize_event_counted),
+        cmocka_unit_test(test_server_truth_fixtures),
+        cmocka_unit_test(test_server_truth_nonstream_reasoning),
+        cmocka_unit_test(test_non_streaming_reasoning_every_api),
+        cmocka_unit_test(test_ttft_decomposition),
+        cmocka_unit_test(test_usage_parts),
+        cmocka_unit_test(test_upstream_error_types),
+        cmocka_unit_test(test_server_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

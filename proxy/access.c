@@ -1,0 +1,73 @@
+/*
+ * The access log's line (see proxy/access.h).  The line is built with the
+ * log's own line builder, so the access log and the log share one format
+ * and one set of escapes; the writer is the records' (tt_recorder).
+ */
+#include "proxy/access.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/util.h>
+
+#include "metrics/clock.h"
+#include "metrics/record.h"
+#include "proxy/log.h"
+
+char *tt_access_format(const struct tt_request *r,
+                       const struct tt_metric_values *m, int format,
+                       size_t *len)
+{
+    struct tt_logline l;
+    char path[TT_RECORD_PATH_MAX];
+    const char *type, *msg;
+    char *line;
+    int code;
+
+    tt_logline_begin(&l, format, tt_now_wall());
+    tt_logline_str(&l, "id", r->request_id);
+    tt_logline_str(&l, "client", r->client[0] ? r->client : "-");
+    tt_logline_str(&l, "method", r->method[0] ? r->method : "-");
+    tt_record_redact_path(r->path[0] ? r->path : "-", path, sizeof(path));
+    tt_logline_str(&l, "path", path);
+    tt_logline_int(&l, "status", r->status);
+    tt_logline_str(&l, "upstream", r->upstream_name ? r->upstream_name : "");
+    tt_logline_str(&l, "api", tt_api_name(r->api));
+    tt_logline_str(&l, "model", r->model[0] ? r->model : r->s.model);
+    tt_logline_str(&l, "stream", r->s.streaming ? "true" : "false");
+    if (tt_metric_has(m, TT_M_TTFT))
+        tt_logline_ms(&l, "ttft_ms", m->v[TT_M_TTFT]);
+    if (tt_metric_has(m, TT_M_REQUEST_LATENCY))
+        tt_logline_ms(&l, "latency_ms", m->v[TT_M_REQUEST_LATENCY]);
+    if (tt_metric_has(m, TT_M_ISL))
+        tt_logline_int(&l, "input_tokens", (int64_t)m->v[TT_M_ISL]);
+    if (tt_metric_has(m, TT_M_OSL))
+        tt_logline_int(&l, "output_tokens", (int64_t)m->v[TT_M_OSL]);
+    if (tt_request_error(r, &code, &type, &msg))
+        tt_logline_str(&l, "error", type ? type : "error");
+    *len = tt_logline_end(&l);
+
+    line = malloc(*len + 1);
+    if (line == NULL)
+        return NULL;
+    memcpy(line, l.buf, *len);
+    line[*len] = '\0';
+    return line;
+}
+
+void tt_access_peer(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+
+    buf[0] = '\0';
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return;
+    if (ss.ss_family == AF_INET6)
+        evutil_inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr,
+                         buf, len);
+    else if (ss.ss_family == AF_INET)
+        evutil_inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr,
+                         buf, len);
+}

@@ -1,0 +1,277 @@
+/*
+ * Helpers shared by the per-API decoders (interface in decode.h): event
+ * text into the think filter, model, finish reason, errors, usage summed
+ * over choices, llama.cpp timings.  Called by proxy/dec_*.c only.
+ *
+ * Decisions where the spec is silent:
+ *  - The first error object wins for error_type/error_message; error_type is
+ *    error.type, else error.code when it is text, else error.status (Gemini),
+ *    else error.code when it is a number, else TGI's error_type.
+ *  - Per-choice usage (llama.cpp sends one usage-only chunk per choice; a
+ *    list of prompts gets one per prompt) is summed; see tt_dec_usage_part().
+ *    Usage on a chunk that also carries choices (vLLM's continuous usage) is
+ *    cumulative: the last one wins.
+ */
+#include "proxy/decode.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+int tt_jnum(const cJSON *o, const char *key, double *out)
+{
+    const cJSON *v = tt_jget(o, key);
+
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
+        return -1;
+    *out = v->valuedouble;
+    return 0;
+}
+
+/* compare_output: FNV-1a 64 over the answer and tool-call text as the API
+ * delivered it (before the think filter), so two servers' answers can be
+ * compared without keeping them */
+static void digest(struct tt_request *r, const char *s)
+{
+    uint64_t h = r->digest;
+
+    if (!r->has_digest || s == NULL)
+        return;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    r->digest = h;
+}
+
+void tt_dec_answer(struct tt_stream *st, const char *s)
+{
+    digest(st->r, s);
+    tt_think_answer(&st->th, s);
+}
+
+void tt_dec_tool(struct tt_stream *st, const char *s)
+{
+    digest(st->r, s);
+    tt_think_tool(&st->th, s);
+}
+
+void tt_dec_reasoning(struct tt_stream *st, const char *s)
+{
+    tt_think_reasoning(&st->th, s);
+}
+
+void tt_dec_model(struct tt_stream *st, const char *m)
+{
+    if (m != NULL && m[0] != '\0' && st->r->s.model[0] == '\0')
+        copy_str(st->r->s.model, sizeof(st->r->s.model), m);
+}
+
+void tt_dec_finish(struct tt_stream *st, const char *f)
+{
+    if (f != NULL && f[0] != '\0')
+        copy_str(st->r->s.finish_reason, sizeof(st->r->s.finish_reason), f);
+}
+
+void tt_dec_terminal(struct tt_stream *st)
+{
+    if (tt_dec_streaming(st))
+        st->r->s.terminal = 1;
+}
+
+void tt_dec_choice(struct tt_stream *st, int64_t index)
+{
+    if (index >= 0 && index < 1000000 && index > st->max_index)
+        st->max_index = index;
+}
+
+void tt_dec_error(struct tt_stream *st, const cJSON *err, const cJSON *parent)
+{
+    struct tt_stream_stats *s = &st->r->s;
+    const char *type = NULL, *msg = NULL;
+    char num[24];
+    const cJSON *code;
+    int64_t n;
+
+    if (s->error)
+        return;             /* the first error is the cause */
+    s->error = 1;
+    if (cJSON_IsString(err)) {
+        msg = err->valuestring;
+        type = tt_jstr(parent, "error_type");
+    } else if (cJSON_IsObject(err)) {
+        msg = tt_jstr(err, "message");
+        type = tt_jstr(err, "type");
+        if (type != NULL && strcmp(type, "error") == 0)
+            type = NULL;    /* a flat error event: its own type, not the error's */
+        code = tt_jget(err, "code");
+        if (type == NULL && cJSON_IsString(code))
+            type = code->valuestring;
+        if (type == NULL)
+            type = tt_jstr(err, "status");
+        if (type == NULL && cJSON_IsNumber(code) && tt_jint(err, "code", &n) == 0) {
+            snprintf(num, sizeof(num), "%lld", (long long)n);
+            type = num;
+        }
+        if (tt_jint(err, "status_code", &n) == 0 && n >= 100 && n <= 599)
+            st->err_code = (int)n;
+        else if (tt_jint(err, "code", &n) == 0 && n >= 100 && n <= 599)
+            st->err_code = (int)n;
+    }
+    if (type != NULL)
+        copy_str(s->error_type, sizeof(s->error_type), type);
+    if (msg != NULL)
+        copy_str(s->error_message, sizeof(s->error_message), msg);
+}
+
+void tt_dec_error_text(struct tt_stream *st, const char *text, size_t len)
+{
+    struct tt_stream_stats *s = &st->r->s;
+
+    if (s->error)
+        return;
+    s->error = 1;
+    if (len >= sizeof(s->error_message))
+        len = sizeof(s->error_message) - 1;
+    memcpy(s->error_message, text, len);
+    s->error_message[len] = '\0';
+}
+
+void tt_dec_each(struct tt_stream *st, const cJSON *root,
+                 void (*one)(struct tt_stream *st, const cJSON *x))
+{
+    const cJSON *c;
+
+    if (!cJSON_IsArray(root)) {
+        one(st, root);
+        return;
+    }
+    cJSON_ArrayForEach(c, root)
+        one(st, c);
+}
+
+void tt_dec_generic_error(struct tt_stream *st, const cJSON *root)
+{
+    const cJSON *e = tt_jget(root, "error");
+
+    if (e != NULL && !cJSON_IsNull(e) && !cJSON_IsFalse(e))
+        tt_dec_error(st, e, root);
+}
+
+/* one part into a sum: added, or the larger kept */
+static void part(int64_t *acc, int64_t v, int add)
+{
+    if (v < 0)
+        return;
+    if (*acc < 0)
+        *acc = v;
+    else if (add)
+        *acc += v;
+    else if (v > *acc)
+        *acc = v;
+}
+
+void tt_dec_usage_part(struct tt_stream *st, int64_t in, int64_t out,
+                       int64_t rsn, int64_t cached)
+{
+    struct tt_usage_sum *u = &st->usum;
+    struct tt_stream_stats *s = &st->r->s;
+    int prompts = st->r->prompts > 1;
+
+    if (u->parts == 0)
+        u->in = u->out = u->rsn = u->cached = -1;
+    u->parts++;
+    part(&u->in, in, prompts);
+    part(&u->out, out, 1);
+    part(&u->rsn, rsn, 1);
+    part(&u->cached, cached, prompts);
+    if (u->in >= 0)
+        s->usage_input = u->in;
+    if (u->out >= 0)
+        s->usage_output = u->out;
+    if (u->rsn >= 0)
+        s->usage_reasoning = u->rsn;
+    if (u->cached >= 0)
+        s->usage_cached = u->cached;
+}
+
+void tt_dec_openai_usage(struct tt_stream *st, const cJSON *u, int is_part)
+{
+    struct tt_stream_stats *s = &st->r->s;
+    int64_t in = -1, out = -1, rsn = -1, cached = -1;
+
+    if (!cJSON_IsObject(u))
+        return;
+    (void)tt_jint(u, "prompt_tokens", &in);
+    (void)tt_jint(u, "completion_tokens", &out);
+    if (tt_jint(tt_jget(u, "completion_tokens_details"), "reasoning_tokens", &rsn) != 0)
+        (void)tt_jint(u, "reasoning_tokens", &rsn);     /* SGLang */
+    if (tt_jint(tt_jget(u, "prompt_tokens_details"), "cached_tokens", &cached) != 0)
+        (void)tt_jint(u, "prompt_cache_hit_tokens", &cached);   /* DeepSeek */
+    if (is_part) {
+        tt_dec_usage_part(st, in, out, rsn, cached);
+        return;
+    }
+    if (in >= 0)
+        s->usage_input = in;
+    if (out >= 0)
+        s->usage_output = out;
+    if (rsn >= 0)
+        s->usage_reasoning = rsn;
+    if (cached >= 0)
+        s->usage_cached = cached;
+}
+
+/* a server figure from one more per-choice report: summed or the largest */
+static void server_part(struct tt_stream *st, enum tt_srv k, double v, int add)
+{
+    double old = tt_request_server_get(st->r, k);
+
+    if (st->timings_parts > 1 && old >= 0)
+        v = add ? old + v : (v > old ? v : old);
+    tt_request_server(st->r, k, v);
+}
+
+void tt_dec_llamacpp_timings(struct tt_stream *st, const cJSON *t, int is_part)
+{
+    int prompts = st->r->prompts > 1;
+    double v;
+
+    if (!cJSON_IsObject(t))
+        return;
+    if (is_part)
+        st->timings_parts++;
+    else
+        st->timings_parts = 1;      /* cumulative (timings_per_token): replace */
+    if (tt_jnum(t, "prompt_n", &v) == 0)
+        server_part(st, TT_SRV_PROMPT_N, v, prompts);
+    if (tt_jnum(t, "cache_n", &v) == 0)
+        server_part(st, TT_SRV_CACHE_N, v, prompts);
+    if (tt_jnum(t, "prompt_ms", &v) == 0)
+        server_part(st, TT_SRV_PROMPT_MS, v, 0);
+    if (tt_jnum(t, "predicted_n", &v) == 0)
+        server_part(st, TT_SRV_PREDICTED_N, v, 1);
+    if (tt_jnum(t, "predicted_ms", &v) == 0)
+        server_part(st, TT_SRV_PREDICTED_MS, v, 0);
+}
+
+int tt_dec_llamacpp_like(const cJSON *root)
+{
+    return cJSON_IsObject(root) && tt_jget(root, "choices") == NULL &&
+           cJSON_IsBool(tt_jget(root, "stop")) &&
+           (tt_jget(root, "content") != NULL ||
+            tt_jget(root, "tokens_predicted") != NULL);
+}
+
+void tt_dec_switch(struct tt_stream *st, const struct tt_decoder *dec)
+{
+    st->dec = dec;
+    st->r->api = dec->api;
+}
