@@ -168,6 +168,9 @@ static const struct opt opts[] = {
     { "admin", S_ADMIN, T_STR, F(admin), "127.0.0.1:9464", "ADDR:PORT", 0, 0,
       NULL, check_admin,
       "/metrics /healthz /readyz /stats, or off" },
+    { "admin_max_connections", S_ADMIN, T_UINT, F(admin_max_connections), "64",
+      "N", 1, 10000, NULL, NULL,
+      "concurrent admin connections (503 beyond)" },
     { "model_label_cap", S_ADMIN, T_UINT, F(model_label_cap), "32", "N",
       1, 10000, NULL, NULL,
       "distinct model labels, then __other__" },
@@ -220,7 +223,13 @@ static const struct opt opts[] = {
       1, DAY, NULL, NULL,
       "client not taking response bytes this long: cut (499), upstream closed" },
     { "max_connections", S_LIMITS, T_UINT, F(max_connections), "20000", "N",
-      1, 1000000, NULL, NULL, "concurrent client connections" },
+      1, 1000000, NULL, NULL, "concurrent client connections per worker (503 beyond)" },
+    { "inspect_max_bytes", S_LIMITS, T_SIZE, F(inspect_max_bytes), "1m", "SIZE",
+      1 * KIB, 64 * MIB, NULL, NULL,
+      "per request: body bytes read for model, stream, max_tokens" },
+    { "inspect_budget", S_LIMITS, T_SIZE, F(inspect_budget), "64m", "SIZE",
+      64 * KIB, 64 * GIB, NULL, NULL,
+      "all body copies together, process-wide" },
 };
 
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
@@ -266,6 +275,9 @@ static const struct opt shadow_opts[] = {
       "request bytes held for it before the copy is dropped" },
     { "pool", 0, T_UINT, SF(pool), "16", "N", 0, 65536, NULL, NULL,
       "idle keep-alive connections kept" },
+    { "max_read_rate", 0, T_SIZE, SF(max_read_rate), "8m", "SIZE", 64 * KIB, 1 * GIB,
+      NULL, NULL,
+      "response bytes read per second per connection (a huge answer cannot starve the primary)" },
 };
 #define N_SHADOW_OPTS (sizeof(shadow_opts) / sizeof(shadow_opts[0]))
 #define SHADOW_PREFIX "shadow."
@@ -455,7 +467,8 @@ static int shadow_set(struct tt_shadow_cfg *sh, const char *key, const char *v,
     snprintf(err, errlen, "unknown shadow key '%.60s' (known: url, sample, "
              "sample_key, max_inflight, paths, ca, cert, key, insecure, "
              "connect_timeout, response_timeout, idle_timeout, "
-             "on_client_cancel, buffer_bytes, pool, set_header, remove_header)",
+             "on_client_cancel, buffer_bytes, pool, max_read_rate, set_header, "
+             "remove_header)",
              key);
     return -1;
 }

@@ -8,8 +8,10 @@
  *
  * The request: when the option is on, an openai.chat or openai.completions
  * request with a body (and no Expect: 100-continue) is held until complete
- * or until it passes what the request inspector keeps (TT_INSPECT_CAP,
- * 1 MiB, counted as the client framed it); then its head and body go out
+ * or until it passes what the request inspector keeps (inspect_max_bytes,
+ * counted as the client framed it) or the inspector gives it up (not JSON,
+ * its shared budget taken), so held bytes are bounded per connection and,
+ * with the inspector's copy charged, in total; then its head and body go out
  * once, to the primary and every shadow alike: rewritten with a new
  * Content-Length when tt_inject_request() applies, else the client's bytes
  * and framing unchanged.  A body over the bound is forwarded unchanged,

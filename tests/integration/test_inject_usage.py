@@ -288,7 +288,7 @@ def test_forwarded_request(t):
 
 @timeout(60)
 def test_forwarded_unchanged(t):
-    """no rewrite: a body over what is held (1 MiB), a request that asks for
+    """no rewrite: a body over what is held (inspect_max_bytes), a request that asks for
     usage, and the option off all reach the upstream as the client sent
     them, and the client gets the upstream's reply as it is"""
     up = FakeUpstream(t, sse_upstream)
