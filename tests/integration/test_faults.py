@@ -409,6 +409,10 @@ def test_fault_sighup_storm_keeps_every_record(t):
     for _ in range(200):
         px.signal(signal.SIGHUP)
         time.sleep(0.002)
+        # take the RELOADING=1/READY=1 datagrams as they come, as systemd
+        # does: an AF_UNIX datagram queue holds 512 and a full one blocks
+        # the sender
+        px.notify.drain()
     for th in ths:
         th.join(30)
     t.eq(sum(results), 60, "streams delivered whole during the storm")
@@ -433,12 +437,12 @@ def start_stuck_record_proxy(t, sim, drain):
     binary = os.path.join(t.build, "tokentap")
     if not os.access(binary, os.X_OK):
         raise harness.Skip(f"{binary} not built")
-    port = harness.free_port()
-    p = harness.Proc(t, "stuck", [binary, "--listen", f"127.0.0.1:{port}", "--upstream",
+    ready = os.path.join(t.tmp, "stuck.ready.json")
+    p = harness.Proc(t, "stuck", [binary, "--listen", "127.0.0.1:0", "--upstream",
                                   sim.url, "--admin", "off", "--record", "-",
-                                  "--drain-timeout", drain], stdout_pipe=True)
-    harness.wait_until(lambda: harness.port_accepts(port) or not p.alive(), 10 * t.slow,
-                       what="the proxy to listen")
+                                  "--drain-timeout", drain, "--ready-file", ready],
+                     stdout_pipe=True, notify=harness.Notify(t, "stuck"))
+    port = harness.port_of(p.wait_ready(ready, 10 * t.slow)["listen"])
     p.port = port
     # ~1.5 KiB a record: 200 of them are far more than a 64 KiB pipe holds
     for _ in range(200):
@@ -530,7 +534,7 @@ def test_fault_secrets_never_in_log_or_record(t):
     """a credential in the query string, in every spelling, appears neither
     in the log (requests tokentap fails itself, which it logs) nor in a
     record"""
-    dead = harness.free_port()
+    dead = t.dead_port()
     px = t.proxy(f"http://127.0.0.1:{dead}", extra=["--log-level", "debug"], asan=ASAN)
     for i, name in enumerate(SPELLINGS):
         path = f"/v1beta/models/gemini-2.5-flash:generateContent?alt=sse&{name}=SECRET{i}x"
