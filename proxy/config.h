@@ -64,6 +64,7 @@ struct tt_config {
     char     access_log[TT_PATH_MAX]; /* "" = none, "-" = stdout */
     int      think_tags;            /* enum tt_think_mode, "auto" */
     int      add_request_id;        /* add X-Request-Id upstream when absent: 0 */
+    int      inject_usage;          /* --inject-usage (proxy/usagewire.c): 0 */
     unsigned drain_timeout_ms;      /* SIGTERM grace period: 30000 */
     char     ready_file[TT_PATH_MAX]; /* bound addresses written here, "" none */
     /* [upstream] */

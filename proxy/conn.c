@@ -7,7 +7,9 @@
  * to.  A response may start before its request body has finished.
  *
  *   request (rq): IDLE -> HEAD -> WAIT_UP -> BODY -> DONE -> IDLE ...
- *                                         \-> TUNNEL (101 Switching Protocols)
+ *                             \              \-> TUNNEL (101 Switching Protocols)
+ *                              \-> HOLD -> WAIT_UP ...  (--inject-usage: the body
+ *                                  is held, then head and body go out at once)
  *
  * Bytes are never copied into our own buffers on the primary path: head
  * bytes are parsed and drained (the head is rewritten), body bytes are
@@ -55,10 +57,11 @@
 #include "proxy/log.h"
 #include "proxy/server.h"
 #include "proxy/stream.h"
+#include "proxy/usagewire.h"
 #include "proxy/worker.h"
 #include "tls/tls.h"
 
-enum rq_state { RQ_IDLE, RQ_HEAD, RQ_WAIT_UP, RQ_BODY, RQ_DONE, RQ_TUNNEL };
+enum rq_state { RQ_IDLE, RQ_HEAD, RQ_HOLD, RQ_WAIT_UP, RQ_BODY, RQ_DONE, RQ_TUNNEL };
 
 struct tt_conn {
     struct tt_worker   *w;          /* borrowed */
@@ -66,6 +69,7 @@ struct tt_conn {
     struct bufferevent *cbev;       /* owned: the client socket */
     struct event       *ctimer;     /* owned: deadlines, see the top */
     struct evbuffer    *stage;      /* owned: response bytes on their way to the client */
+    struct evbuffer    *held;       /* owned: RQ_HOLD's body bytes (proxy/usagewire.h) */
     llhttp_t            rqp;
     struct tt_head      rqh;
     enum rq_state       rq;
@@ -103,6 +107,8 @@ static void conn_free(struct tt_conn *c);
 static void conn_cancel(struct tt_conn *c, const char *why);
 static void request_finish(struct tt_conn *c);
 static void next_request(struct tt_conn *c);
+static void forward_body(struct tt_conn *c, struct evbuffer *in, size_t n);
+static void request_complete(struct tt_conn *c);
 
 #define CFG(c) ((c)->w->cfg)
 #define RS(c) ((c)->pri.st)
@@ -397,6 +403,8 @@ static void request_begin(struct tt_conn *c)
     c->pri.sent_all = 0;
     c->pri.dechunk = 0;
     c->pri.is_head = 0;
+    tt_usagewire_free(&c->pri.inj);
+    evbuffer_drain(c->held, evbuffer_get_length(c->held));
     c->resp_started = 0;
     c->body_too_big = 0;
     c->active = 1;
@@ -438,7 +446,8 @@ static const char *dry_run(struct tt_conn *c, struct evbuffer *in)
  * max_inflight gets a leg that is dropped at once, so that the drop has a
  * record.  Nothing here can fail the client's request.
  */
-static void start_shadows(struct tt_conn *c, const char *method, int upgrade)
+static void start_shadows(struct tt_conn *c, const char *method, int upgrade,
+                          long long body_len)
 {
     struct tt_server *srv = c->w->srv;
     struct tt_pair *pair = NULL;
@@ -481,7 +490,7 @@ static void start_shadows(struct tt_conn *c, const char *method, int upgrade)
         if (full || tt_leg_head(l, &c->rqh, method, 0,
                                 CFG(c)->add_request_id &&
                                 tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
-                                ? c->req.request_id : NULL) < 0) {
+                                ? c->req.request_id : NULL, body_len) < 0) {
             tt_leg_drop(l, c->w->draining ? TT_DROP_DRAINING : TT_DROP_MAX_INFLIGHT);
             continue;
         }
@@ -490,9 +499,39 @@ static void start_shadows(struct tt_conn *c, const char *method, int upgrade)
 }
 
 /*
- * The request head is complete: check it, rewrite it for the upstream and
- * ask for an upstream connection.  Returns 0 to go on, -1 when the
- * connection was failed (and possibly freed).
+ * The request head goes out, rewritten for the primary and each shadow
+ * (its body framed for <body_len>, see tt_leg_head), and an upstream
+ * connection is asked for.  Returns 0 to go on, -1 when the connection was
+ * failed (and possibly freed).
+ */
+static int request_send(struct tt_conn *c, long long body_len)
+{
+    const struct tt_config *cfg = CFG(c);
+    const char *method = llhttp_method_name(llhttp_get_method(&c->rqp));
+    int upgrade = llhttp_get_upgrade(&c->rqp);
+
+    /* the head the primary gets */
+    evbuffer_drain(c->pri.out, evbuffer_get_length(c->pri.out));
+    if (tt_leg_head(&c->pri, &c->rqh, method, upgrade,
+                    cfg->add_request_id && tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
+                    ? c->req.request_id : NULL, body_len) < 0) {
+        fail_request(c, 502, "proxy_error", "out of memory");
+        return -1;
+    }
+    start_shadows(c, method, upgrade, body_len);
+    evtimer_del(c->ctimer);
+    /* everything needed from the head is copied out: its ~4 KiB of
+     * buffers go back now rather than live as long as the stream */
+    tt_head_free(&c->rqh);
+    c->rq = RQ_WAIT_UP;
+    /* on failure the request was answered and c->closing is set */
+    return tt_leg_start(&c->pri) < 0 ? -1 : 0;
+}
+
+/*
+ * The request head is complete: check it, and send it on (request_send),
+ * or hold it with its body for --inject-usage (RQ_HOLD).  Returns 0 to go
+ * on, -1 when the connection was failed (and possibly freed).
  */
 static int request_head(struct tt_conn *c, struct evbuffer *in)
 {
@@ -541,27 +580,44 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
         return -1;
     }
 
-    /* the head the primary gets */
-    evbuffer_drain(c->pri.out, evbuffer_get_length(c->pri.out));
-    if (tt_leg_head(&c->pri, &c->rqh, method, upgrade,
-                    cfg->add_request_id && tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
-                    ? c->req.request_id : NULL) < 0) {
-        fail_request(c, 502, "proxy_error", "out of memory");
-        return -1;
-    }
-    start_shadows(c, method, upgrade);
-
     if (c->req.api != TT_API_OTHER) {
         tt_inspect_init(&c->insp, cfg->inspect_max_bytes);
         c->insp_on = 1;
     }
-    evtimer_del(c->ctimer);
-    /* everything needed from the head is copied out: its ~4 KiB of
-     * buffers go back now rather than live as long as the stream */
-    tt_head_free(&c->rqh);
-    c->rq = RQ_WAIT_UP;
-    /* on failure the request was answered and c->closing is set */
-    return tt_leg_start(&c->pri) < 0 ? -1 : 0;
+    if (c->insp_on && !upgrade &&
+        tt_usagewire_hold(cfg->inject_usage, c->req.api, &c->rqh,
+                          (c->rqp.flags & F_CHUNKED) ||
+                          ((c->rqp.flags & F_CONTENT_LENGTH) && c->rqp.content_length > 0))) {
+        c->rq = RQ_HOLD;            /* hold_release() sends it */
+        llhttp_resume(&c->rqp);
+        tt_timer_set(c->ctimer, cfg->body_idle_ms);
+        return 0;
+    }
+    return request_send(c, -1);
+}
+
+/* RQ_HOLD holds no more than the inspector keeps */
+static int hold_full(const struct tt_conn *c)
+{
+    return c->insp.gave_up || evbuffer_get_length(c->held) > c->insp.cap;
+}
+
+/*
+ * RQ_HOLD ends (the body is complete, or more than is held): the head and
+ * the held body go out, rewritten when tt_inject_request() applies to a
+ * complete body, else as the client sent them.  Returns as request_send().
+ */
+static int hold_release(struct tt_conn *c)
+{
+    long long len = c->rq_msg_done ? tt_usagewire_rewrite(&c->insp, c->held) : -1;
+
+    c->req.usage_injected = len >= 0;
+    if (request_send(c, len) < 0)
+        return -1;
+    forward_body(c, c->held, evbuffer_get_length(c->held));
+    if (c->rq_msg_done)
+        request_complete(c);
+    return 0;
 }
 
 static void request_complete(struct tt_conn *c)
@@ -648,12 +704,22 @@ static void client_process(struct tt_conn *c)
         case RQ_WAIT_UP:
         case RQ_DONE:
             goto out;
+        case RQ_HOLD:
         case RQ_BODY: {
             struct evbuffer *uout = tt_leg_output(&c->pri);
             if (evbuffer_get_length(uout) >= CFG(c)->buffer_bytes)
                 goto out;           /* resumed by tt_conn_upstream_drained() */
             n = tt_parse_buf(&c->rqp, in, 0, avail, &e, NULL);
-            forward_body(c, in, n);
+            if (c->rq == RQ_HOLD) {
+                evbuffer_remove_buffer(in, c->held, n);
+                if ((e == HPE_PAUSED && c->rq_msg_done) || (e == HPE_OK && hold_full(c))) {
+                    if (hold_release(c) < 0)
+                        return;
+                    continue;
+                }
+            } else {
+                forward_body(c, in, n);
+            }
             if (e == HPE_PAUSED && c->rq_msg_done) {
                 request_complete(c);
                 continue;
@@ -694,6 +760,10 @@ int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
     struct evbuffer *out = c->stage;
 
     c->pri.dechunk = c->http10 && chunked && !c->pri.is_head;
+    if (c->req.usage_injected && !c->pri.is_head &&
+        (c->pri.inj = tt_usagewire_response(status, rsh, out, !c->http10,
+                                            &c->req.bytes_out)) != NULL)
+        c->pri.dechunk = 0;         /* the filter frames the body itself */
     if (c->http10 || c->w->draining || c->client_eof ||
         (c->rq != RQ_DONE && status != 101))
         c->keepalive = 0;
@@ -701,7 +771,10 @@ int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
     evbuffer_add_printf(out, "HTTP/1.1 %d ", status);
     evbuffer_add(out, rsh->buf + rsh->target, rsh->tlen);
     evbuffer_add(out, "\r\n", 2);
-    tt_head_copy_fields(rsh, out, TT_HEAD_RESPONSE, status == 101, c->pri.dechunk);
+    if (c->pri.inj != NULL)
+        tt_usagewire_head(c->pri.inj, rsh);
+    else
+        tt_head_copy_fields(rsh, out, TT_HEAD_RESPONSE, status == 101, c->pri.dechunk);
     if (status == 101)
         evbuffer_add_printf(out, "Connection: upgrade\r\n");
     else if (!c->keepalive)
@@ -736,6 +809,8 @@ void tt_conn_response_done(struct tt_conn *c)
 void tt_conn_upstream_ready(struct tt_conn *c)
 {
     c->now = c->pri.now;
+    if (c->rq == RQ_DONE)
+        return;                     /* sent whole before (RQ_HOLD, a retry) */
     c->rq = RQ_BODY;
     llhttp_resume(&c->rqp);
     if (!c->in_process)
@@ -862,6 +937,7 @@ static void conn_free(struct tt_conn *c)
     tt_head_free(&c->rqh);
     event_free(c->ctimer);
     evbuffer_free(c->stage);
+    evbuffer_free(c->held);
     /* close_notify only when nothing was cut (TLS: a close-delimited body) */
     tt_tls_close(c->cbev, c->pri.msg_done || c->rq == RQ_IDLE);
     if (c->prev)
@@ -930,7 +1006,7 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
     if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) && c->active &&
         !c->closing && RS(c) != LEG_TUNNEL &&
         (c->rq == RQ_DONE ||
-         ((c->rq == RQ_WAIT_UP || c->rq == RQ_BODY) &&
+         ((c->rq == RQ_WAIT_UP || c->rq == RQ_HOLD || c->rq == RQ_BODY) &&
           evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0))) {
         /* a half-close after the request (or with its rest still
          * buffered): it still gets its response; a client that is really
@@ -962,6 +1038,7 @@ static void ctimer_cb(evutil_socket_t fd, short what, void *arg)
     case RQ_IDLE:
         conn_free(c);
         break;
+    case RQ_HOLD:
     case RQ_BODY:
         if (evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0) {
             /* bytes wait for the upstream: not the client's delay */
@@ -1005,10 +1082,11 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
     c->cbev = tt_tls_server_bev(w, fd);
     c->ctimer = evtimer_new(w->base, ctimer_cb, c);
     c->stage = evbuffer_new();
+    c->held = evbuffer_new();
     tt_head_init(&c->rqh, cfg->max_header_bytes, cfg->max_headers);
     tt_request_init(&c->req);
     tt_access_peer(fd, c->req.client, sizeof(c->req.client));
-    if (c->cbev == NULL || c->ctimer == NULL || c->stage == NULL ||
+    if (c->cbev == NULL || c->ctimer == NULL || c->stage == NULL || c->held == NULL ||
         tt_leg_init(&c->pri, w, &w->srv->targets[0], c, &c->req) < 0) {
         if (c->cbev)
             bufferevent_free(c->cbev);
@@ -1018,6 +1096,8 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
             event_free(c->ctimer);
         if (c->stage)
             evbuffer_free(c->stage);
+        if (c->held)
+            evbuffer_free(c->held);
         tt_leg_fini(&c->pri);
         tt_head_free(&c->rqh);
         free(c);

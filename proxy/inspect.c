@@ -82,19 +82,18 @@ void tt_inspect_feed(struct tt_inspect *in, const char *buf, size_t len)
     if (in->gave_up || len == 0)
         return;
     if (!in->started) {
-        /* a JSON object or nothing: skip leading whitespace, then look */
-        while (len > 0 && (*buf == ' ' || *buf == '\t' || *buf == '\r' ||
-                           *buf == '\n')) {
-            buf++;
-            len--;
-        }
-        if (len == 0)
-            return;
-        if (*buf != '{') {
+        /* a JSON object or nothing: look past leading whitespace (kept,
+         * so that the copy is the body byte for byte: --inject-usage) */
+        size_t i = 0;
+        while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r' ||
+                           buf[i] == '\n'))
+            i++;
+        if (i < len && buf[i] != '{') {
             give_up(in, "not_json");
             return;
         }
-        in->started = 1;
+        if (i < len)
+            in->started = 1;
     }
     if (len > in->cap - in->len) {
         give_up(in, "too_large");
@@ -246,4 +245,13 @@ void tt_inspect_finish(struct tt_inspect *in, struct tt_request *r)
         r->stream = path_ends(r, "/generate_stream") ? 1 : 0;
     }
     tt_inspect_free(in);
+}
+
+int tt_inspect_body(const struct tt_inspect *in, const char **body, size_t *len)
+{
+    if (in->gave_up || !in->started)
+        return -1;
+    *body = in->buf;
+    *len = in->len;
+    return 0;
 }

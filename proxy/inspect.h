@@ -50,5 +50,8 @@ void tt_inspect_feed(struct tt_inspect *in, const char *buf, size_t len);
  */
 void tt_inspect_finish(struct tt_inspect *in, struct tt_request *r);
 void tt_inspect_free(struct tt_inspect *in);
+/* before tt_inspect_finish(): the body so far, byte for byte (leading
+ * whitespace included); 0, or -1 when the inspector gave up on it */
+int  tt_inspect_body(const struct tt_inspect *in, const char **body, size_t *len);
 
 #endif

@@ -39,6 +39,7 @@
 #include "proxy/log.h"
 #include "proxy/stream.h"
 #include "proxy/upstream.h"
+#include "proxy/usagewire.h"
 #include "proxy/worker.h"
 #include "tls/tls.h"
 
@@ -91,7 +92,10 @@ static int rs_on_body(llhttp_t *p, const char *at, size_t len)
 {
     struct tt_leg *l = p->data;
 
-    l->req->bytes_out += len;
+    if (l->inj != NULL)             /* sink: --inject-usage's filtered stream */
+        tt_usagewire_feed(l->inj, at, len);     /* counts bytes_out */
+    else
+        l->req->bytes_out += len;
     if (l->dechunk)                 /* sink: an HTTP/1.0 client gets it plain */
         evbuffer_add(tt_conn_stage(l->c), at, len);
     if (l->stream != NULL) {
@@ -183,6 +187,7 @@ void tt_leg_fini(struct tt_leg *l)
     l->replay = NULL;
     free(l->side);
     l->side = NULL;
+    tt_usagewire_free(&l->inj);
     l->timer = NULL;
     l->out = NULL;
 }
@@ -200,6 +205,7 @@ static void copy_client_side(struct tt_request *d, const struct tt_request *s)
     d->api = s->api;
     d->stream = s->stream;
     d->include_usage = s->include_usage;
+    d->usage_injected = s->usage_injected;  /* it got the same bytes */
     d->max_tokens = s->max_tokens;
     d->bytes_in = s->bytes_in;
 }
@@ -270,13 +276,13 @@ static void shadow_free(struct tt_leg *l)
 }
 
 int tt_leg_head(struct tt_leg *l, const struct tt_head *rqh, const char *method,
-                int upgrade, const char *add_id)
+                int upgrade, const char *add_id, long long body_len)
 {
     const struct tt_url *up = &l->t->url;
     const struct tt_shadow_cfg *sh = l->t->sh;
     struct evbuffer *out = l->out;
-    const char *skip[2 * TT_SHADOW_EDITS];
-    size_t lens[2 * TT_SHADOW_EDITS];
+    const char *skip[2 * TT_SHADOW_EDITS + 1];
+    size_t lens[2 * TT_SHADOW_EDITS + 1];
     unsigned n = 0, i;
 
     l->is_head = strcmp(method, "HEAD") == 0;
@@ -290,10 +296,17 @@ int tt_leg_head(struct tt_leg *l, const struct tt_head *rqh, const char *method,
             lens[n++] = strcspn(sh->set_header[i], ":");
         }
     }
+    if (body_len >= 0) {            /* the body framed anew */
+        skip[n] = "content-length";
+        lens[n++] = 14;
+    }
     if (evbuffer_add_printf(out, "%s %s", method, up->base_path) < 0 ||
         evbuffer_add(out, rqh->buf + rqh->target, rqh->tlen) < 0 ||
         evbuffer_add_printf(out, " HTTP/1.1\r\nHost: %s\r\n", up->authority) < 0 ||
-        tt_head_copy_fields_skip(rqh, out, TT_HEAD_REQUEST, upgrade, 0, skip, lens, n) < 0)
+        tt_head_copy_fields_skip(rqh, out, TT_HEAD_REQUEST, upgrade, body_len >= 0,
+                                 skip, lens, n) < 0 ||
+        (body_len >= 0 &&
+         evbuffer_add_printf(out, "Content-Length: %lld\r\n", body_len) < 0))
         return -1;
     for (i = 0; sh != NULL && i < sh->n_set; i++) {
         const char *v = sh->set_header[i] + lens[sh->n_remove + i] + 1;
@@ -537,9 +550,16 @@ static void response_complete(struct tt_leg *l)
         else
             tt_upstream_close(u);
     }
-    if (l->shadow)                  /* sink: the end */
+    if (l->shadow) {                /* sink: the end */
         shadow_over(l);
-    else if (l->c != NULL)
+        return;
+    }
+    if (l->inj != NULL && l->c != NULL) {
+        tt_usagewire_finish(l->inj);    /* what the filter held, the last chunk */
+        tt_conn_flush(l->c);
+    }
+    tt_usagewire_free(&l->inj);
+    if (l->c != NULL)
         tt_conn_response_done(l->c);
 }
 
@@ -635,9 +655,9 @@ void tt_leg_process(struct tt_leg *l)
                     return;                 /* resumed by the client's write callback */
             }
             n = tt_parse_buf(&l->rsp, in, 0, avail, &e, NULL);
-            if (l->shadow || l->dechunk) {
+            if (l->shadow || l->dechunk || l->inj != NULL) {
                 evbuffer_drain(in, n);
-                if (l->dechunk)
+                if (!l->shadow)
                     tt_conn_flush(l->c);
             } else {                /* sink: body bytes */
                 evbuffer_remove_buffer(in, tt_conn_stage(l->c), n);

@@ -34,6 +34,7 @@ struct tt_worker;
 struct tt_conn;
 struct tt_upconn;
 struct tt_stream;
+struct tt_usagewire_out;
 struct evbuffer;
 struct event;
 
@@ -56,6 +57,8 @@ struct tt_leg {
     struct tt_request       own;
     struct tt_stream       *stream; /* owned, per response */
     char                   *side;   /* owned: de-chunked body of the current read */
+    struct tt_usagewire_out *inj;   /* primary, owned: --inject-usage's filtered
+                                     * client stream (proxy/usagewire.h), or NULL */
     size_t                  side_len, side_cap;
     llhttp_t                rsp;
     struct tt_head          rsh;
@@ -91,10 +94,13 @@ struct tt_leg *tt_leg_new_shadow(struct tt_conn *c, struct tt_worker *w,
  * Write the head the leg's upstream gets into l->out: the request line
  * with the target's base path, Host = its authority, the client's fields
  * less hop-by-hop ones (and, for a shadow, its removed and replaced
- * headers), X-Request-Id when <add_id>.  Returns 0 or -1.
+ * headers), X-Request-Id when <add_id>.  With <body_len> >= 0 the body
+ * is framed anew: the client's Content-Length / Transfer-Encoding are
+ * replaced by Content-Length: <body_len> (--inject-usage's rewrite).
+ * Returns 0 or -1.
  */
 int  tt_leg_head(struct tt_leg *l, const struct tt_head *rqh, const char *method,
-                 int upgrade, const char *add_id);
+                 int upgrade, const char *add_id, long long body_len);
 
 /* connect (or take a pooled connection) and send what is in l->out;
  * returns 0, or -1 when the leg failed at once (a shadow is then over) */

@@ -192,6 +192,44 @@ static void test_bad_bodies(void **state)
     }
 }
 
+/* the copy --inject-usage rewrites: the body byte for byte, leading
+ * whitespace included, fed in any pieces; none once the inspector gave up */
+static void test_body_copy(void **state)
+{
+    static const char body[] = " \r\n\t{\"stream\":true}";
+    const char *p = NULL;
+    size_t n = 0, step;
+
+    (void)state;
+    for (step = 1; step <= sizeof(body); step++) {
+        struct tt_inspect in;
+        size_t off;
+        tt_inspect_init(&in, 0);
+        for (off = 0; off < sizeof(body) - 1; off += step)
+            tt_inspect_feed(&in, body + off,
+                            step < sizeof(body) - 1 - off ? step : sizeof(body) - 1 - off);
+        assert_int_equal(tt_inspect_body(&in, &p, &n), 0);
+        assert_int_equal(n, sizeof(body) - 1);
+        assert_memory_equal(p, body, n);
+        tt_inspect_free(&in);
+    }
+    {
+        struct tt_inspect in;
+        tt_inspect_init(&in, 0);
+        tt_inspect_feed(&in, "  [1]", 5);        /* not an object */
+        assert_int_equal(tt_inspect_body(&in, &p, &n), -1);
+        tt_inspect_free(&in);
+        tt_inspect_init(&in, 8);
+        tt_inspect_feed(&in, "{\"a\":123456}", 12);  /* over its cap */
+        assert_int_equal(tt_inspect_body(&in, &p, &n), -1);
+        tt_inspect_free(&in);
+        tt_inspect_init(&in, 0);
+        tt_inspect_feed(&in, "   ", 3);          /* nothing yet */
+        assert_int_equal(tt_inspect_body(&in, &p, &n), -1);
+        tt_inspect_free(&in);
+    }
+}
+
 /* all inspectors share one budget: over it a body is not read, and
  * everything taken is given back */
 static void test_budget(void **state)
@@ -238,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_other_apis),
         cmocka_unit_test(test_llamacpp_and_prompts),
         cmocka_unit_test(test_bad_bodies),
+        cmocka_unit_test(test_body_copy),
         cmocka_unit_test(test_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
