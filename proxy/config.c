@@ -263,6 +263,9 @@ static const struct opt shadow_opts[] = {
       "request bytes held for it before the copy is dropped" },
     { "pool", 0, T_UINT, SF(pool), "16", "N", 0, 65536, NULL, NULL,
       "idle keep-alive connections kept" },
+    { "max_read_rate", 0, T_SIZE, SF(max_read_rate), "8m", "SIZE", 64 * KIB, 1 * GIB,
+      NULL, NULL,
+      "response bytes read per second per connection (a huge answer cannot starve the primary)" },
 };
 #define N_SHADOW_OPTS (sizeof(shadow_opts) / sizeof(shadow_opts[0]))
 #define SHADOW_PREFIX "shadow."
@@ -452,7 +455,8 @@ static int shadow_set(struct tt_shadow_cfg *sh, const char *key, const char *v,
     snprintf(err, errlen, "unknown shadow key '%.60s' (known: url, sample, "
              "sample_key, max_inflight, paths, ca, cert, key, insecure, "
              "connect_timeout, response_timeout, idle_timeout, "
-             "on_client_cancel, buffer_bytes, pool, set_header, remove_header)",
+             "on_client_cancel, buffer_bytes, pool, max_read_rate, set_header, "
+             "remove_header)",
              key);
     return -1;
 }

@@ -48,6 +48,7 @@ struct tt_shadow_cfg {
     int      on_client_cancel;      /* enum tt_shadow_cancel */
     size_t   buffer_bytes;          /* request bytes held for it: 1 MiB */
     unsigned pool;                  /* idle keep-alive connections: 16 */
+    size_t   max_read_rate;         /* response bytes/s read from it: 8 MiB */
     unsigned n_set, n_remove;
     char     set_header[TT_SHADOW_EDITS][256];  /* "Name: value" */
     char     remove_header[TT_SHADOW_EDITS][64];

@@ -846,6 +846,7 @@ void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
          * small reads so that a huge response is drained in short turns */
         bufferevent_priority_set(u->bev, TT_PRIO_SHADOW);
         bufferevent_setwatermark(u->bev, EV_READ, 0, SHADOW_READ_BYTES);
+        bufferevent_set_rate_limit(u->bev, l->t->rate);
     } else {
         bufferevent_setwatermark(u->bev, EV_READ, 0, CFG(l)->buffer_bytes);
     }

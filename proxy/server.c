@@ -547,6 +547,7 @@ out:
     tt_recorder_close(srv->access);     /* writes what is queued first */
     tt_agg_free(agg);
     tt_pairs_free(srv->pairs);
+    tt_targets_free(srv->targets, srv->ntargets);
     tt_tls_free(srv->tls);
     pthread_rwlock_destroy(&srv->slo_lock);
     tt_log_close();

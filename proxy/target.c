@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <event2/bufferevent.h>
 #include <openssl/rand.h>
 
 #include "metrics/request.h"
@@ -89,8 +90,29 @@ int tt_targets_build(const struct tt_config *cfg, struct tt_target *t,
         s->pool_idle_ms = cfg->upstream_pool_idle_ms;
         s->apis = api_mask(sh->paths);
         s->sample = sh->sample;
+        {
+            /* 10 ms ticks: a smooth cap, far above any real token stream */
+            struct timeval tick = { 0, 10000 };
+            size_t per_tick = sh->max_read_rate / 100;
+            s->rate = ev_token_bucket_cfg_new(per_tick, per_tick * 2, EV_RATE_LIMIT_MAX,
+                                              EV_RATE_LIMIT_MAX, &tick);
+            if (s->rate == NULL) {
+                snprintf(err, errlen, "shadow '%s': out of memory", sh->name);
+                tt_targets_free(t, i + 2);
+                return -1;
+            }
+        }
     }
     return (int)cfg->n_shadows + 1;
+}
+
+void tt_targets_free(struct tt_target *t, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (t[i].rate != NULL) {
+            ev_token_bucket_cfg_free(t[i].rate);
+            t[i].rate = NULL;
+        }
 }
 
 static uint64_t mix64(uint64_t x)

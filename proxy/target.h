@@ -28,6 +28,8 @@ enum tt_drop {
 };
 extern const char *const tt_drop_names[TT_DROP__COUNT];
 
+struct ev_token_bucket_cfg;
+
 struct tt_target {
     unsigned    idx;                /* 0 = primary */
     const char *name;               /* "primary" or the shadow's name; borrowed from the config */
@@ -43,6 +45,7 @@ struct tt_target {
     uint32_t    apis;               /* bit per enum tt_api mirrored (shadows) */
     double      sample;
     _Atomic unsigned inflight;      /* shadow copies running now */
+    struct ev_token_bucket_cfg *rate;   /* owned: shadows' read rate limit */
 };
 
 /*
@@ -51,6 +54,8 @@ struct tt_target {
  */
 int tt_targets_build(const struct tt_config *cfg, struct tt_target *t,
                      char *err, size_t errlen);
+/* free what tt_targets_build() made for <n> targets */
+void tt_targets_free(struct tt_target *t, unsigned n);
 
 /*
  * Does shadow <t> take a copy of a request to <api>?  <key>/<keylen> is

@@ -6,10 +6,11 @@ set -eu
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
-sim_pid="" tt_pid=""
+sim_pid="" cand_pid="" tt_pid=""
 cleanup() {
     [ -n "$tt_pid" ] && kill "$tt_pid" 2>/dev/null || true
     [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null || true
+    [ -n "$cand_pid" ] && kill "$cand_pid" 2>/dev/null || true
     wait 2>/dev/null || true
     rm -rf "$work"
 }
@@ -35,9 +36,17 @@ port_of() { sed -n "s/.*\"$2\":\"[^\"]*:\([0-9][0-9]*\)\".*/\1/p" "$1"; }
 sim_pid=$!
 ready "$work/sim.ready" "$sim_pid" "$work/sim.log"
 sim_port=$(port_of "$work/sim.ready" listen)
+# a second simulator, 1.5 times slower, stands for a candidate server that
+# gets a shadow copy of every request (docs/shadow.md)
+"$BUILD/tokentap-sim" --listen 127.0.0.1:0 --latency-scale 1.5 --ready-file "$work/cand.ready" \
+    >"$work/cand.log" 2>&1 &
+cand_pid=$!
+ready "$work/cand.ready" "$cand_pid" "$work/cand.log"
+cand_port=$(port_of "$work/cand.ready" listen)
 
 SLO="time_to_first_token:300 inter_token_latency:40"
 "$BUILD/tokentap" --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$sim_port" \
+    --shadow "candidate=http://127.0.0.1:$cand_port" \
     --admin 127.0.0.1:0 --record "$work/records.jsonl" --goodput "$SLO" \
     --ready-file "$work/tokentap.ready" >"$work/tokentap.log" 2>&1 &
 tt_pid=$!
@@ -46,7 +55,8 @@ port=$(port_of "$work/tokentap.ready" listen)
 admin=$(port_of "$work/tokentap.ready" admin)
 base="http://127.0.0.1:$port"
 
-echo "== tokentap on :$port in front of tokentap-sim on :$sim_port (admin :$admin)"
+echo "== tokentap on :$port in front of tokentap-sim on :$sim_port (admin :$admin),"
+echo "   shadowing every request to a 1.5x slower candidate on :$cand_port"
 echo "== SLOs: $SLO"
 echo
 echo "== a streaming chat completion with reasoning, as the client sees it:"
@@ -68,16 +78,22 @@ send /v1/chat/completions '{"model":"demo-chat","stream":false,"sim":{"ttft_ms":
 send /v1/chat/completions '{"model":"demo-chat","stream":true,"sim":{"status":503}}'
 send /v1/chat/completions '{"model":"demo-chat","stream":true,"sim":{"ttft_ms":50,"tokens":30,"gap_ms":10,"truncate_after":5}}'
 
-# records are written by a background thread: wait for all nine
-i=0
-while [ "$(wc -l <"$work/records.jsonl")" -lt 10 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+# records are written by a background thread, and each request has two
+# legs (primary and candidate): wait for all twenty
+wait_records() {
+    i=0
+    while [ "$(wc -l <"$work/records.jsonl")" -lt "$1" ] && [ $i -lt 200 ]; do
+        sleep 0.05; i=$((i + 1))
+    done
+}
+wait_records 20
 
 echo
-echo "== one record per request (--record), in short:"
+echo "== one record per request and leg (--record), in short:"
 python3 scripts/demo_show.py records "$work/records.jsonl"
 echo
-if "$BUILD/tokentap" report "$work/records.jsonl" >"$work/report.txt" 2>&1; then
-    echo "== tokentap report records.jsonl:"
+if "$BUILD/tokentap" report "$work/records.jsonl" --upstream primary >"$work/report.txt" 2>&1; then
+    echo "== tokentap report records.jsonl --upstream primary:"
     sed 's/^/   /' "$work/report.txt"
     echo
 fi
@@ -93,6 +109,25 @@ for re in '^tokentap_slo_attainment_ratio' '^tokentap_good_requests_total' \
     grep -E "$re" "$work/metrics.txt" | head -n 4
 done | sed 's/^/   /'
 echo
+echo "== shadow traffic: 30 more chat requests, each also sent to the candidate"
+j=0
+while [ $j -lt 30 ]; do
+    send /v1/chat/completions "{\"model\":\"demo-chat\",\"stream\":true,
+      \"sim\":{\"ttft_ms\":$((60 + j * 7 % 90)),\"tokens\":$((10 + j % 9)),\"gap_ms\":12}}" >/dev/null
+    j=$((j + 1))
+done
+wait_records 80
+echo
+echo "== live paired comparison (/stats comparisons.candidate, last minute):"
+curl -s "http://127.0.0.1:$admin/stats" | python3 scripts/demo_show.py compare
+echo
+if "$BUILD/tokentap" report "$work/records.jsonl" --compare-upstreams primary,candidate \
+        >"$work/compare.txt" 2>&1; then
+    echo "== tokentap report records.jsonl --compare-upstreams primary,candidate (first paired table):"
+    # the first part of the paired table: median difference per metric
+    sed -n '/^Paired comparison/,/^└/p' "$work/compare.txt" | sed 's/^/   /'
+    echo
+fi
 echo "== live dashboard: http://127.0.0.1:$admin/dashboard"
 hold=${DEMO_HOLD:-0}
 if [ "$hold" -gt 0 ] 2>/dev/null; then

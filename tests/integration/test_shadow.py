@@ -24,6 +24,7 @@ from harness import build_request, metric, retry_on_failure, timeline, timeout
 
 TOKENS = 12
 TTFT_MS = 120
+ASAN = "quarantine_size_mb=1"
 GAP_MS = 15
 
 
@@ -98,8 +99,11 @@ def isolation(t, shadow_url, sets=(), n=4, big=0, extra=()):
     given shadow; returns (records of the shadowed proxy, proxy, ttfts)"""
     path, data = stream_file(t)
     sim = t.sim()
-    base = t.proxy(sim.url)
-    px = t.proxy(sim.url, admin="auto", extra=shadow("cand", shadow_url, *sets) + list(extra))
+    # under ASan freed memory waits in a quarantine: keep it small so that
+    # RSS measures live memory
+    base = t.proxy(sim.url, asan=ASAN)
+    px = t.proxy(sim.url, admin="auto", extra=shadow("cand", shadow_url, *sets) + list(extra),
+                 asan=ASAN)
     # warm both, so that neither pays an upstream connect in the figures
     for p in (base, px):
         r, _ = client_request(p, body_for(path))

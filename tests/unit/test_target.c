@@ -38,6 +38,7 @@ static void build(struct tt_config *c, struct tt_target *t, const char *sample,
         argv[argc++] = "--shadow-set";
         argv[argc++] = s3;
     }
+    tt_targets_free(t, TT_MAX_TARGETS);     /* an earlier build's */
     tt_config_defaults(c);
     assert_int_equal(tt_config_args(c, argc, argv, err, sizeof(err)), 0);
     assert_int_equal(tt_config_check(c, err, sizeof(err)), 0);
@@ -59,6 +60,7 @@ static void test_fraction_within_binomial_bounds(void **state)
     printf("# 10000 requests at sample 0.3: %d mirrored (bounds %.0f..%.0f)\n", k,
            mean - 5 * sd, mean + 5 * sd);
     assert_true(fabs(k - mean) <= 5 * sd);
+    tt_targets_free(t, TT_MAX_TARGETS);
 }
 
 /* with a sample_key, 10,000 distinct values give the fraction, and each
@@ -83,6 +85,7 @@ static void test_key_decision_is_stable(void **state)
     printf("# 10000 keys at sample 0.25: %d mirrored (bounds %.0f..%.0f)\n", k,
            mean - 5 * sd, mean + 5 * sd);
     assert_true(fabs(k - mean) <= 5 * sd);
+    tt_targets_free(t, TT_MAX_TARGETS);
 }
 
 static void test_edges_and_paths(void **state)
@@ -103,6 +106,7 @@ static void test_edges_and_paths(void **state)
     assert_int_equal(tt_target_samples(&t[1], TT_API_GEMINI, NULL, 0), 0);
     /* the primary is never "sampled" */
     assert_int_equal(tt_target_samples(&t[0], TT_API_OPENAI_CHAT, NULL, 0), 0);
+    tt_targets_free(t, TT_MAX_TARGETS);
 }
 
 static void test_shadow_config_errors(void **state)
