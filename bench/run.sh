@@ -21,6 +21,7 @@
 # Knobs (environment): BENCH_ROUNDS (3), BENCH_ONEWAY=1 (also an NDJSON run with
 # the sim's CLOCK_REALTIME stamps: true one-way delay), BENCH_HOLD (streams for
 # the hold test, default min(10000, (ulimit -n - 64)/2)), BENCH_SKIP="hold ..."
+# BENCH_SUMMARY=FILE prints the summary of an earlier bench-results.txt,
 # BENCH_KEEP=1 keeps the temp dir, BENCH_TT_BASE=BINARY adds that tokentap as
 # "tokentap (base)", BENCH_PIN=0 turns off pinning (proxies on CPU 0, the sims
 # and the load generator on CPU 1, when there are 2+ CPUs and taskset).
@@ -67,6 +68,9 @@ fi
 L=$T/sse_load
 RES=$T/results.txt
 : >"$RES"
+
+# BENCH_SUMMARY=FILE: only the summary of an earlier run's raw lines
+if [ -z "${BENCH_SUMMARY:-}" ]; then
 
 # Ports: every server binds port 0 and says which port it got (tokentap and
 # tokentap-sim in a --ready-file; nginx and HAProxy get a socket already
@@ -149,7 +153,7 @@ EOF
     up "$1" "$d/port" "$m"
     w="" i=0
     while [ -z "$w" ] && [ $i -lt 1000 ]; do
-        w=$(pgrep -P "$m" 2>/dev/null | head -n 1); [ -n "$w" ] || sleep 0.01; i=$((i + 1))
+        w=$(pgrep -x -P "$m" nginx 2>/dev/null | head -n 1); [ -n "$w" ] || sleep 0.01; i=$((i + 1))
     done
     [ -n "$w" ] || { echo "bench: nginx started no worker" >&2; BENCH_KEEP=1; exit 1; }
     eval "${1}_PORT=$p; ${1}_PID=$w; ${1}_MASTER=$m"
@@ -296,6 +300,9 @@ fi
 
 [ -f "$T/cg.txt" ] && sed -n 's/^CG /test=cg /p' "$T/cg.txt" >>"$RES"
 cp "$RES" "$B/bench-results.txt" 2>/dev/null
+else
+    cp "$BENCH_SUMMARY" "$RES" || exit 1
+fi
 
 # ---- summary --------------------------------------------------------------------
 NGV=$(nginx -v 2>&1 | sed 's/.*nginx\///')
@@ -442,7 +449,7 @@ END {
         sep = ","
     }
     printf "],\"callgrind\":[" > json
-    for (i = 1; i <= ncg; i++) printf "%s{\"config\":\"%s\",\"workload\":\"%s\",\"ir_per_event\":%s,\"events\":%s}", i > 1 ? "," : "", cgc[i], cgw[i], cgir[i] + 0, cgev[i] + 0 > json
+    for (i = 1; i <= ncg; i++) printf "%s{\"config\":\"%s\",\"workload\":\"%s\",\"ir_per_event\":%s,\"events\":%s}", (i > 1 ? "," : ""), cgc[i], cgw[i], cgir[i] + 0, cgev[i] + 0 > json
     printf "]}\n" > json
     close(json)
     printf "JSON: %s\n", json
