@@ -10,7 +10,8 @@
 # tokentap-sim; Ir per event = (Ir(K2) - Ir(K1)) / (events(K2) - events(K1)),
 # which cancels start-up and shutdown.  Events are paced (gap_ms) so that each
 # upstream read carries one event, the costly case a live stream has.
-# Workloads: the sim's own OpenAI chat stream (100 tokens, usage on) and
+# Workloads: the sim's own OpenAI chat stream (100 tokens, usage on), the
+# same with one shadow (--shadow cand=URL, every request mirrored), and
 # replays of the vLLM and OpenAI chat fixtures (../shared/fixtures/streams;
 # skipped with a message when missing).  Prints one line per workload:
 #   CG workload=NAME ir_per_event=N events=N
@@ -36,13 +37,13 @@ cc -O2 -Wall -o "$T/sse_load" "$R/bench/sse_load.c" -lm || exit 1
 SIMPID=$!
 SIM=$("$T/sse_load" --wait-ready "$T/sim.ready" "$SIMPID") || exit 1
 
-# run NAME K BODY -> prints "IR EVENTS"
+# run NAME K BODY -> prints "IR EVENTS" ($XARGS: more tokentap options)
 run() {
     rm -f "$T/tt.ready" "$T/rec.jsonl"
     valgrind --tool=callgrind --callgrind-out-file="$T/cg.$1.$2" \
         "$TT" --listen 127.0.0.1:0 --ready-file "$T/tt.ready" \
         --upstream "http://127.0.0.1:$SIM" --admin off --log-level warn \
-        --record "$T/rec.jsonl" >"$T/tt.$1.$2.log" 2>&1 &
+        --record "$T/rec.jsonl" ${XARGS:-} >"$T/tt.$1.$2.log" 2>&1 &
     vp=$!
     port=$("$T/sse_load" --wait-ready "$T/tt.ready" "$vp") || { cat "$T/tt.$1.$2.log" >&2; exit 1; }
     i=0
@@ -54,7 +55,8 @@ run() {
     kill -TERM "$vp"
     wait "$vp"
     ir=$(sed -n 's/^summary: //p' "$T/cg.$1.$2")
-    ev=$(sed -n 's/.*"events":\([0-9]*\).*/\1/p' "$T/rec.jsonl" | awk '{s += $1} END {print s + 0}')
+    # the primary's events (a shadow leg has its own record)
+    ev=$(grep '"role":"primary"' "$T/rec.jsonl" | sed -n 's/.*"events":\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}')
     echo "$ir $ev"
 }
 
@@ -67,7 +69,13 @@ workload() { # NAME BODY
     fi
 }
 
-workload sim "{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":true},\"sim\":{\"ttft_ms\":5,\"tokens\":100,\"gap_ms\":$GAP}}"
+SIMBODY="{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":true},\"sim\":{\"ttft_ms\":5,\"tokens\":100,\"gap_ms\":$GAP}}"
+workload sim "$SIMBODY"
+# the same with one shadow leg on every request (the sim serves both legs):
+# per primary event, so it includes decoding the shadow's copy
+XARGS="--shadow cand=http://127.0.0.1:$SIM"
+workload sim+shadow "$SIMBODY"
+XARGS=""
 for f in vllm-0.24-chat-include_usage.sse openai-chat-tool_calls-include_usage.sse; do
     if [ -f "$FX/$f" ]; then
         workload "${f%.sse}" "{\"model\":\"m\",\"stream\":true,\"messages\":[],\"sim\":{\"replay\":\"$FX/$f\",\"ttft_ms\":5,\"gap_ms\":$GAP}}"
