@@ -56,6 +56,30 @@ static const char *const err_kinds[WC__COUNT - WC_ERRK] = {
 enum { EK_CLIENT = 13, EK_BODY, EK_OTHER };
 _Static_assert(EK_OTHER == WC__COUNT - WC_ERRK - 1, "error kinds and counters agree");
 
+/*
+ * tokentap_errors_total{type}: a fixed list of the error types requests
+ * are recorded with (the record's error.type, tt_request_error); a type not
+ * listed (an upstream's own error type, one added later) counts as
+ * "other", so the label set stays bounded.
+ */
+static const char *const err_names[] = {
+    "bad_request", "header_too_large", "payload_too_large", "request_timeout",
+    "cancelled", "upstream_connect", "upstream_connect_timeout", "upstream_tls",
+    "upstream_timeout", "upstream_idle_timeout", "upstream_reset",
+    "upstream_bad_response", "truncated", "upstream_status", "upstream_error",
+    "stream_error", "http_status", "no_response", "shadow_dropped", "proxy_error",
+    "other",
+};
+#define NERR (sizeof(err_names) / sizeof(err_names[0]))
+
+static unsigned err_index(const char *type)
+{
+    for (unsigned i = 0; i + 1 < NERR; i++)
+        if (strcmp(err_names[i], type) == 0)
+            return i;
+    return NERR - 1;
+}
+
 enum { TOK_INPUT, TOK_OUTPUT, TOK_REASONING, TOK__COUNT };
 static const char *const tok_names[TOK__COUNT] = { "input", "output", "reasoning" };
 
@@ -125,6 +149,7 @@ struct series {
     uint64_t       cached_input;    /* server-reported cached prompt tokens */
     uint64_t       token_events;
     uint64_t       parse_errors;
+    uint64_t       errors[NERR];    /* by err_names[] */
     struct fam_hist h[TT_FAM__COUNT];
 };
 
@@ -609,6 +634,12 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
         s->cached_input += (uint64_t)m->v[TT_M_CACHED_INPUT];
     s->token_events += r->s.token_events;
     s->parse_errors += r->s.parse_errors;
+    {
+        int code;
+        const char *type, *msg;
+        if (tt_request_error(r, &code, &type, &msg))
+            s->errors[err_index(type ? type : "")]++;
+    }
 
     if (oc == TT_OUT_OK) {
         for (int f = 0; f < TT_FAM__COUNT; f++) {
@@ -694,6 +725,8 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
         d->cached_input += s->cached_input;
         d->token_events += s->token_events;
         d->parse_errors += s->parse_errors;
+        for (unsigned i = 0; i < NERR; i++)
+            d->errors[i] += s->errors[i];
         for (int f = 0; f < TT_FAM__COUNT; f++) {
             for (unsigned i = 0; i <= dst->nb[f]; i++)
                 d->h[f].b[i] += s->h[f].b[i];
@@ -766,6 +799,34 @@ static void family_head(struct evbuffer *out, const char *name,
 {
     evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
                         type);
+}
+
+/* errors by (upstream, api), summed over the model label */
+static void expose_errors(const struct tt_agg *a, struct evbuffer *out)
+{
+    for (const struct series *s = a->first; s != NULL; s = s->order) {
+        uint64_t sum[NERR];
+        int seen = 0;
+        char up[UPSTREAM_LEN * 3 + 1], api[API_LEN * 3 + 1];
+
+        /* only the first series of each (upstream, api) prints it */
+        for (const struct series *p = a->first; p != s && !seen; p = p->order)
+            seen = strcmp(p->upstream, s->upstream) == 0 && strcmp(p->api, s->api) == 0;
+        if (seen)
+            continue;
+        memset(sum, 0, sizeof(sum));
+        for (const struct series *q = s; q != NULL; q = q->order)
+            if (strcmp(q->upstream, s->upstream) == 0 && strcmp(q->api, s->api) == 0)
+                for (unsigned i = 0; i < NERR; i++)
+                    sum[i] += q->errors[i];
+        up[escape_label(up, s->upstream)] = '\0';
+        api[escape_label(api, s->api)] = '\0';
+        for (unsigned i = 0; i < NERR; i++)
+            if (sum[i] > 0)
+                evbuffer_add_printf(out,
+                                    "tokentap_errors_total{upstream=\"%s\",api=\"%s\",type=\"%s\"} %llu\n",
+                                    up, api, err_names[i], (unsigned long long)sum[i]);
+    }
 }
 
 static int expose_tokentap(struct tt_agg *a, struct evbuffer *out);
@@ -856,6 +917,11 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
     for (struct series *s = a->first; s != NULL; s = s->order)
         evbuffer_add_printf(out, "tokentap_stream_parse_errors_total{%s} %llu\n",
                             s->labels, (unsigned long long)s->parse_errors);
+
+    family_head(out, "tokentap_errors_total", "counter",
+                "Failed requests by error type (the record's error.type; "
+                "types not listed count as other).");
+    expose_errors(a, out);
 
     family_head(out, "tokentap_records_dropped_total", "counter",
                 "Records that could not be queued or written.");

@@ -8,6 +8,7 @@
 #include "metrics/recent.h"
 
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -29,6 +30,12 @@ static void fill(struct tt_recent_entry *e, const struct tt_request *r,
     uint32_t n = r->n_token_ts < TT_RECENT_TOKENS ? r->n_token_ts : TT_RECENT_TOKENS;
 
     e->r = *r;
+    /* an upstream-named error type lives inside the request (r->s): the
+     * copy's must point into the copy, not into a request being reused */
+    if (r->err_type != NULL &&
+        (uintptr_t)r->err_type >= (uintptr_t)r &&
+        (uintptr_t)r->err_type < (uintptr_t)(r + 1))
+        e->r.err_type = (const char *)&e->r + ((uintptr_t)r->err_type - (uintptr_t)r);
     e->r.token_ts = NULL;
     e->r.n_token_ts = 0;
     e->r.cap_token_ts = 0;

@@ -7,7 +7,9 @@
  *   event loop(s)                       writer thread
  *   tt_record_format -> line
  *   tt_recorder_submit --[bounded queue, mutex+cond]--> writev(O_APPEND)
- *        full? free + dropped++                         reopen on request
+ *        full? free + dropped++ (logged)                repair a cut line,
+ *                                                       count + log drops,
+ *                                                       reopen on request
  */
 #include "metrics/record.h"
 
@@ -21,10 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "metrics/clock.h"
+#include "proxy/log.h"
+#include "proxy/ratelimit.h"
 
 /* ---- a tiny JSON writer ------------------------------------------------ */
 
@@ -240,17 +247,71 @@ static void jw_key(struct jw *w, const char *k, int *first)
     jw_raw(w, "\":", 2);
 }
 
-/* ---- the record --------------------------------------------------------- */
+/* ---- redaction ----------------------------------------------------------- */
 
-/* query parameters whose values are credentials (Gemini's ?key=...) */
+/*
+ * Query parameters whose values are credentials: Gemini's ?key=, the
+ * usual API-key and OAuth spellings, Azure's subscription-key and the
+ * AWS pre-signed URL fields.  Compared case-insensitively after
+ * percent-decoding, so ?%6Bey= and ?K%45Y= are caught too.
+ */
+static const char *const secret_names[] = {
+    "key", "api_key", "api-key", "apikey", "x-api-key", "x-goog-api-key",
+    "access_token", "refresh_token", "id_token", "token", "auth",
+    "authorization", "password", "passwd", "secret", "client_secret",
+    "subscription-key", "sig", "signature", "x-amz-signature",
+    "x-amz-security-token", "x-amz-credential",
+};
+
+static int hexval(int c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* percent-decode <in> (n bytes) into <out>, '+' as a space; returns the
+ * length, or SIZE_MAX when it does not fit */
+static size_t pct_decode(const char *in, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)in[i], h, l;
+        if (c == '%' && i + 2 < n && (h = hexval(in[i + 1])) >= 0 &&
+            (l = hexval(in[i + 2])) >= 0) {
+            c = h * 16 + l;
+            i += 2;
+        } else if (c == '+') {
+            c = ' ';
+        }
+        if (o == cap)
+            return SIZE_MAX;
+        out[o++] = (char)c;
+    }
+    return o;
+}
+
+/* is the parameter name <name> (n bytes, as sent) a credential? */
 static int secret_param(const char *name, size_t n)
 {
-    static const char *const names[] = {
-        "key", "api_key", "api-key", "apikey", "x-api-key", "access_token",
-        "token", "auth", "authorization", "password", "sig", "signature",
-    };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (strlen(names[i]) == n && strncasecmp(names[i], name, n) == 0)
+    char a[64], b[64];
+    const char *cur = name;
+
+    /* decode until stable: %256Bey is %6Bey is key to a server that
+     * decodes twice; three rounds cover every sane stack */
+    for (int round = 0; round < 3; round++) {
+        char *dst = round % 2 ? b : a;
+        size_t m = pct_decode(cur, n, dst, sizeof(a));
+        if (m == SIZE_MAX)
+            return 0;               /* longer than any secret name */
+        int same = m == n && memcmp(dst, cur, n) == 0;
+        cur = dst;
+        n = m;
+        if (same)
+            break;
+    }
+    for (size_t i = 0; i < sizeof(secret_names) / sizeof(secret_names[0]); i++)
+        if (strlen(secret_names[i]) == n && strncasecmp(secret_names[i], cur, n) == 0)
             return 1;
     return 0;
 }
@@ -274,19 +335,20 @@ size_t tt_record_redact_path(const char *path, char *buf, size_t bufsize)
     p = q + 1;
     PUT(path, (size_t)(p - path));
     while (*p != '\0') {
-        const char *amp = strchr(p, '&');
-        const char *end = amp ? amp : p + strlen(p);
-        const char *eq = memchr(p, '=', (size_t)(end - p));
+        /* '&' and ';' both separate: redact for either reading */
+        size_t len = strcspn(p, "&;");
+        const char *end = p + len;
+        const char *eq = memchr(p, '=', len);
         if (eq != NULL && secret_param(p, (size_t)(eq - p))) {
             PUT(p, (size_t)(eq - p) + 1);
             PUT("REDACTED", 8);
         } else {
-            PUT(p, (size_t)(end - p));
+            PUT(p, len);
         }
-        if (amp == NULL)
+        if (*end == '\0')
             break;
-        PUT("&", 1);
-        p = amp + 1;
+        PUT(end, 1);
+        p = end + 1;
     }
 #undef PUT
     buf[o] = '\0';
@@ -384,6 +446,10 @@ char *tt_record_format(const struct tt_request *r,
     jw_path(&w, r->path);
     jw_key(&w, "status", &f);
     jw_i64(&w, r->status);
+    if (r->inspect_skipped != NULL) {
+        jw_key(&w, "request_not_inspected", &f);
+        jw_str(&w, r->inspect_skipped);
+    }
     if (s->finish_reason[0]) {
         jw_key(&w, "finish_reason", &f);
         jw_str(&w, s->finish_reason);
@@ -522,7 +588,22 @@ char *tt_record_format(const struct tt_request *r,
 
 /* ---- the writer --------------------------------------------------------- */
 
+/*
+ * Lines are written whole or not at all, as far as a reader can tell:
+ *  - a write that fails part-way through a line (ENOSPC, EIO, ...) is
+ *    repaired: a regular file is truncated back to the end of its last full
+ *    line; where that cannot be done (a pipe, a failed ftruncate) the next
+ *    write starts with a newline, so the fragment stays alone on its line
+ *    and no later record is glued to it;
+ *  - every line not written is counted (tokentap_records_dropped_total) and
+ *    the reason logged, one line a second at most;
+ *  - pipes and sockets are written without blocking (poll in between), so
+ *    a sink nobody reads holds the writer only until tt_recorder_flush_for's
+ *    deadline, after which what is left is dropped and counted.
+ */
+
 #define BATCH 64
+#define POLL_MS 100
 
 struct line {
     char  *p;
@@ -540,48 +621,188 @@ struct tt_recorder {
     uint64_t        done;           /* lines taken and written or dropped */
     int             fd;
     int             is_stdout;
+    int             is_reg;         /* a regular file: repaired by ftruncate */
+    int             is_sock;        /* written with send(MSG_DONTWAIT) */
+    int             midline;        /* the sink ends inside a line */
+    _Atomic int     abort;          /* give up on the sink: drop, exit */
     _Atomic uint64_t dropped;
     _Atomic uint64_t written;
+    struct tt_ratelimit drop_rl;
     pthread_t       thread;
     char            path[];
 };
 
+/* what the sink is, and non-blocking writes where the fd is ours alone */
+static void sink_setup(struct tt_recorder *rec)
+{
+    struct stat st;
+
+    rec->is_reg = rec->is_sock = 0;
+    if (fstat(rec->fd, &st) < 0)
+        return;
+    rec->is_reg = S_ISREG(st.st_mode);
+    rec->is_sock = S_ISSOCK(st.st_mode);
+    /* a FIFO opened here (by path, or stdout through /proc) has its own
+     * open file description: O_NONBLOCK does not reach anyone else */
+    if (S_ISFIFO(st.st_mode))
+        fcntl(rec->fd, F_SETFL, fcntl(rec->fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of
+ * holding the writer thread in open(); regular files ignore it */
 static int open_path(const char *path, char *err, size_t errlen)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0640);
     if (fd < 0 && err != NULL)
         snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
     return fd;
 }
 
-/* write all of <iov>; returns how many whole lines made it */
-static unsigned write_lines(int fd, struct iovec *iov, unsigned n)
+static int open_stdout(void)
+{
+    struct stat st;
+
+    /* a pipe: a description of our own, so it can be made non-blocking */
+    if (fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode)) {
+        int fd = open("/proc/self/fd/1", O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0)
+            return fd;
+    }
+    return fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+}
+
+static ssize_t sink_writev(struct tt_recorder *rec, const struct iovec *iov, int n)
+{
+    if (rec->is_sock) {
+        struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
+        return sendmsg(rec->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    return writev(rec->fd, iov, n);
+}
+
+/*
+ * Write all of <iov> (<n> lines).  Returns how many whole lines made it;
+ * <*partial> is set to the bytes written of the next one and <*err> to the
+ * errno that stopped it (0: the writer was told to give up).
+ */
+static unsigned write_lines(struct tt_recorder *rec, struct iovec *iov, unsigned n,
+                            size_t *partial, int *err)
 {
     unsigned whole = 0;
+    size_t done = 0;                /* bytes of iov[whole] written */
+
+    *partial = 0;
+    *err = 0;
     while (whole < n) {
-        ssize_t k = writev(fd, iov + whole, (int)(n - whole));
+        if (atomic_load(&rec->abort))
+            break;
+        ssize_t k = sink_writev(rec, iov + whole, (int)(n - whole));
         if (k < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN) {
-                struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-                poll(&pfd, 1, 1000);
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                struct pollfd pfd = { .fd = rec->fd, .events = POLLOUT };
+                poll(&pfd, 1, POLL_MS);
                 continue;
             }
-            return whole;
+            *err = errno;
+            break;
         }
         size_t left = (size_t)k;
         while (whole < n && left >= iov[whole].iov_len) {
             left -= iov[whole].iov_len;
+            iov[whole].iov_base = (char *)iov[whole].iov_base - done;
+            iov[whole].iov_len += done;
+            done = 0;
             whole++;
         }
         if (whole < n && left > 0) {
             /* partial line: finish it before anything else */
             iov[whole].iov_base = (char *)iov[whole].iov_base + left;
             iov[whole].iov_len -= left;
+            done += left;
         }
     }
+    *partial = done;
     return whole;
+}
+
+/* the sink ends mid-line: begin a new one; 0 when done */
+static int start_new_line(struct tt_recorder *rec, int *err)
+{
+    struct iovec nl = { .iov_base = "\n", .iov_len = 1 };
+    size_t partial;
+
+    if (write_lines(rec, &nl, 1, &partial, err) != 1)
+        return -1;
+    rec->midline = 0;
+    return 0;
+}
+
+static void log_drop(struct tt_recorder *rec, unsigned n, const char *why,
+                     const char *repair)
+{
+    uint64_t held;
+    if (tt_ratelimit_ok(&rec->drop_rl, tt_now_mono(), TT_RATELIMIT_1S, &held))
+        tt_log_warn("records: %u record(s) not written to '%s': %s%s "
+                    "(%llu dropped in all; %llu similar warnings suppressed)",
+                    n, rec->is_stdout ? "stdout" : rec->path, why, repair,
+                    (unsigned long long)atomic_load(&rec->dropped),
+                    (unsigned long long)held);
+}
+
+/* write one batch, repair what a failure leaves, count the rest */
+static void write_batch(struct tt_recorder *rec, struct iovec *iov, unsigned n)
+{
+    off_t start = rec->is_reg ? lseek(rec->fd, 0, SEEK_END) : -1;
+    size_t partial = 0, good = 0;
+    unsigned ok = 0;
+    int err = 0;
+    const char *repair = "";
+
+    if (atomic_load(&rec->abort)) {
+        err = 0;
+    } else if (rec->midline && start_new_line(rec, &err) < 0) {
+        /* nothing of the batch went out */
+    } else {
+        if (rec->is_reg && start >= 0)
+            start = lseek(rec->fd, 0, SEEK_END);
+        ok = write_lines(rec, iov, n, &partial, &err);
+    }
+    atomic_fetch_add(&rec->written, ok);
+    if (ok == n)
+        return;
+    for (unsigned i = 0; i < ok; i++)
+        good += iov[i].iov_len;
+    if (partial > 0) {
+        if (rec->is_reg && start >= 0 && ftruncate(rec->fd, start + (off_t)good) == 0) {
+            repair = "; cut back to the last full line";
+        } else {
+            rec->midline = 1;
+            repair = "; the next record starts a new line";
+        }
+    }
+    atomic_fetch_add(&rec->dropped, n - ok);
+    log_drop(rec, n - ok, err ? strerror(err) : "gave up at shutdown: the sink is not draining",
+             repair);
+}
+
+static void do_reopen(struct tt_recorder *rec)
+{
+    int fd;
+
+    if (rec->is_stdout)
+        return;
+    fd = open_path(rec->path, NULL, 0);
+    if (fd < 0) {
+        tt_log_error("records: cannot reopen '%s': %s; still writing to the file "
+                     "opened before", rec->path, strerror(errno));
+        return;
+    }
+    close(rec->fd);
+    rec->fd = fd;
+    rec->midline = 0;
+    sink_setup(rec);
 }
 
 static void *writer_main(void *arg)
@@ -597,13 +818,7 @@ static void *writer_main(void *arg)
         if (rec->reopen) {
             rec->reopen = 0;
             pthread_mutex_unlock(&rec->mu);
-            if (!rec->is_stdout) {
-                int fd = open_path(rec->path, NULL, 0);
-                if (fd >= 0) {
-                    close(rec->fd);
-                    rec->fd = fd;
-                }
-            }
+            do_reopen(rec);
             pthread_mutex_lock(&rec->mu);
             continue;
         }
@@ -622,10 +837,7 @@ static void *writer_main(void *arg)
             iov[i].iov_base = batch[i].p;
             iov[i].iov_len = batch[i].len;
         }
-        unsigned ok = write_lines(rec->fd, iov, n);
-        atomic_fetch_add(&rec->written, ok);
-        if (ok < n)
-            atomic_fetch_add(&rec->dropped, n - ok);
+        write_batch(rec, iov, n);
         for (unsigned i = 0; i < n; i++)
             free(batch[i].p);
 
@@ -656,7 +868,7 @@ struct tt_recorder *tt_recorder_open(const char *path, unsigned queue_cap,
     }
     if (strcmp(path, "-") == 0) {
         rec->is_stdout = 1;
-        rec->fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+        rec->fd = open_stdout();
         if (rec->fd < 0)
             snprintf(err, errlen, "record: stdout: %s", strerror(errno));
     } else {
@@ -667,10 +879,17 @@ struct tt_recorder *tt_recorder_open(const char *path, unsigned queue_cap,
         free(rec);
         return NULL;
     }
+    sink_setup(rec);
     pthread_mutex_init(&rec->mu, NULL);
     pthread_cond_init(&rec->work, NULL);
     pthread_cond_init(&rec->idle, NULL);
+    /* the writer takes no signals: they go to the main thread, whose
+     * handlers change while the process exits */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int e = pthread_create(&rec->thread, NULL, writer_main, rec);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (e != 0) {
         snprintf(err, errlen, "record: thread: %s", strerror(e));
         pthread_mutex_destroy(&rec->mu);
@@ -688,13 +907,18 @@ void tt_recorder_submit(struct tt_recorder *rec, char *line, size_t len)
 {
     if (line == NULL) {
         atomic_fetch_add(&rec->dropped, 1);
+        log_drop(rec, 1, "out of memory formatting it", "");
         return;
     }
     pthread_mutex_lock(&rec->mu);
     if (rec->count == rec->cap || rec->stop) {
+        int full = !rec->stop;
         pthread_mutex_unlock(&rec->mu);
         free(line);
         atomic_fetch_add(&rec->dropped, 1);
+        log_drop(rec, 1, full ? "the queue is full (record_queue): the sink is slower "
+                                "than the traffic"
+                              : "the writer has stopped", "");
         return;
     }
     rec->q[(rec->head + rec->count) % rec->cap] = (struct line){ line, len };
@@ -739,6 +963,64 @@ void tt_recorder_flush(struct tt_recorder *rec)
     while (rec->done < target)
         pthread_cond_wait(&rec->idle, &rec->mu);
     pthread_mutex_unlock(&rec->mu);
+}
+
+int tt_recorder_flush_for(struct tt_recorder *rec, unsigned ms,
+                          const volatile sig_atomic_t *stop)
+{
+    struct timespec now, end, slice;
+    int rc = 0;
+
+    clock_gettime(CLOCK_REALTIME, &end);
+    end.tv_sec += ms / 1000;
+    end.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (end.tv_nsec >= 1000000000L) {
+        end.tv_sec++;
+        end.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&rec->mu);
+    uint64_t target = rec->accepted;
+    while (rec->done < target) {
+        clock_gettime(CLOCK_REALTIME, &now);
+        if ((stop != NULL && *stop) || now.tv_sec > end.tv_sec ||
+            (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec)) {
+            rc = -1;
+            break;
+        }
+        /* short slices: a signal sets <stop> without waking us */
+        slice = now;
+        slice.tv_nsec += POLL_MS * 1000000L;
+        if (slice.tv_nsec >= 1000000000L) {
+            slice.tv_sec++;
+            slice.tv_nsec -= 1000000000L;
+        }
+        if (slice.tv_sec > end.tv_sec ||
+            (slice.tv_sec == end.tv_sec && slice.tv_nsec > end.tv_nsec))
+            slice = end;
+        pthread_cond_timedwait(&rec->idle, &rec->mu, &slice);
+    }
+    if (rc < 0) {
+        /* give up: the writer drops what it holds and what is queued */
+        unsigned left = rec->count;
+        atomic_store(&rec->abort, 1);
+        while (rec->count > 0) {
+            free(rec->q[rec->head].p);
+            rec->q[rec->head].p = NULL;
+            rec->head = (rec->head + 1) % rec->cap;
+            rec->count--;
+            rec->done++;
+        }
+        rec->stop = 1;
+        pthread_cond_signal(&rec->work);
+        pthread_mutex_unlock(&rec->mu);
+        if (left > 0) {
+            atomic_fetch_add(&rec->dropped, left);
+            log_drop(rec, left, "gave up at shutdown: the sink is not draining", "");
+        }
+        return -1;
+    }
+    pthread_mutex_unlock(&rec->mu);
+    return 0;
 }
 
 void tt_recorder_close(struct tt_recorder *rec)

@@ -27,6 +27,7 @@
 #ifndef TT_RECORD_H
 #define TT_RECORD_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,10 +50,12 @@ char *tt_record_format(const struct tt_request *r,
                        const struct tt_slo_result *slo, size_t *len);
 
 /*
- * <path> with the values of secret query parameters (key, api_key,
- * access_token, token, sig, ...: Gemini's ?key=) replaced by REDACTED, as
- * records show it; the access log, the log and the recent-request ring
- * (metrics/recent.c) use the same.  Writes at most <bufsize> - 1 bytes and
+ * <path> with the values of credential query parameters (key, api_key,
+ * access_token, token, sig, ...: metrics/record.c lists them; names
+ * compared case-insensitively after percent-decoding, so %6Bey= is key=)
+ * replaced by REDACTED, as records show it; the access log, every log line
+ * that shows a path and the recent-request ring (metrics/recent.c) use the
+ * same.  Writes at most <bufsize> - 1 bytes and
  * a NUL into <buf>; returns the length.
  */
 #define TT_RECORD_PATH_MAX (sizeof(((struct tt_request *)0)->path) + 64)
@@ -98,6 +101,15 @@ void tt_recorder_reopen(struct tt_recorder *rec);
 
 /* block until every line queued before the call is written (or dropped) */
 void tt_recorder_flush(struct tt_recorder *rec);
+
+/*
+ * The same, for at most <ms> milliseconds, or until *<stop> (may be NULL)
+ * is set, say by a signal handler.  On timeout the writer gives up: what it
+ * holds and what is queued is dropped, counted and logged, and the sink is
+ * not written again.  Returns 0 when everything was written, -1 otherwise.
+ */
+int tt_recorder_flush_for(struct tt_recorder *rec, unsigned ms,
+                          const volatile sig_atomic_t *stop);
 
 /* write everything queued, stop the thread, close, free; NULL is a no-op */
 void tt_recorder_close(struct tt_recorder *rec);

@@ -138,6 +138,8 @@ struct tt_request {
     unsigned    has_digest:1;   /* <digest> is the answer text's (compare_output) */
     uint64_t    digest;         /* FNV-1a 64 of the answer text */
     struct tt_pair *pair;       /* the mirrored request's legs; shared, NULL when none */
+    const char *inspect_skipped;/* body not read: "budget", "too_large",
+                                   "not_json"...; static, NULL = read */
 
     uint64_t bytes_in;          /* request body bytes */
     uint64_t bytes_out;         /* response body bytes */

@@ -3,6 +3,13 @@
  * endpoints over the aggregator (see proxy/admin.h).  Started by
  * proxy/server.c; the pages are produced by metrics/agg.c, except
  * /dashboard, the embedded proxy/dashboard.html.
+ *
+ * Connections are capped: evhttp (libevent 2.1) has no cap of its own, so
+ * a connection takes one of admin_max_connections slots at its first
+ * request and keeps it until its socket is gone; one that finds every slot
+ * held by a live connection is answered 503 with Connection: close.  A
+ * connection that sends nothing is cut by evhttp's 10 s timeout.  The
+ * listener is guarded against EMFILE spins (proxy/listen.h).
  */
 #include "proxy/admin.h"
 
@@ -12,16 +19,30 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
 #include "metrics/agg.h"
 #include "proxy/ready.h"
+#include "proxy/listen.h"
+#include "proxy/log.h"
 
 #define MAX_AGGS 256
+#define DEFAULT_MAX_CONNS 64
+
+/* a connection holding a slot, known by its socket: fd and inode, so a
+ * slot whose socket evhttp closed (or whose fd now names another socket)
+ * reads as free without a hook into evhttp's connection lifetime */
+struct slot {
+    int   fd;                       /* -1 = free */
+    dev_t dev;
+    ino_t ino;
+};
 
 struct tt_admin {
     struct evhttp              *http;   /* owned */
@@ -30,7 +51,62 @@ struct tt_admin {
     struct tt_agg *const       *aggs;   /* borrowed, or &one */
     unsigned                    naggs;
     _Atomic int                 draining;   /* set from any thread */
+    struct tt_listen_guard     *guard;  /* owned */
+    struct slot                *slots;  /* owned, <max_conns> of them */
+    unsigned                    max_conns;
 };
+
+/* <n> free slots (before any connection is served) */
+static int set_slots(struct tt_admin *ad, unsigned n)
+{
+    struct slot *sl = malloc(n * sizeof(*sl));
+    if (sl == NULL)
+        return -1;
+    for (unsigned i = 0; i < n; i++)
+        sl[i].fd = -1;
+    free(ad->slots);
+    ad->slots = sl;
+    ad->max_conns = n;
+    return 0;
+}
+
+static int slot_is(const struct slot *sl, int fd, const struct stat *st)
+{
+    return sl->fd == fd && sl->dev == st->st_dev && sl->ino == st->st_ino;
+}
+
+static int slot_live(const struct slot *sl)
+{
+    struct stat st;
+    return sl->fd >= 0 && fstat(sl->fd, &st) == 0 && slot_is(sl, sl->fd, &st);
+}
+
+/*
+ * Does the connection of <req> hold a slot, or can it take one?  Returns 0,
+ * or -1 when every slot belongs to another live connection.
+ */
+static int take_slot(struct tt_admin *ad, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    struct stat st;
+    struct slot *free_slot = NULL;
+
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return 0;                   /* cannot tell: serve it */
+    for (unsigned i = 0; i < ad->max_conns; i++) {
+        struct slot *sl = &ad->slots[i];
+        if (slot_is(sl, fd, &st))
+            return 0;
+        if (free_slot == NULL && !slot_live(sl))
+            free_slot = sl;
+    }
+    if (free_slot == NULL)
+        return -1;
+    *free_slot = (struct slot){ .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
+    return 0;
+}
 
 static void reply_text(struct evhttp_request *req, int code, const char *reason,
                        const char *ctype, const char *body)
@@ -53,6 +129,15 @@ static void on_request(struct evhttp_request *req, void *arg)
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
 
     evhttp_add_header(oh, "Cache-Control", "no-store");
+    if (take_slot(ad, req) < 0) {
+        evhttp_add_header(oh, "Connection", "close");
+        evhttp_add_header(oh, "Retry-After", "1");
+        reply_text(req, 503, "Service Unavailable", "application/json",
+                   "{\"error\":{\"message\":\"too many admin connections "
+                   "(admin_max_connections)\",\"type\":\"proxy_error\","
+                   "\"code\":\"over_capacity\"}}\n");
+        return;
+    }
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         evhttp_add_header(oh, "Allow", "GET, HEAD");
         reply_text(req, 405, "Method Not Allowed", "text/plain; charset=utf-8",
@@ -163,10 +248,16 @@ struct tt_admin *tt_admin_start(struct event_base *base, const char *addr_port,
     }
     ad->one = agg;
     ad->aggs = &ad->one;
+    if (set_slots(ad, DEFAULT_MAX_CONNS) < 0) {
+        snprintf(err, errlen, "out of memory");
+        free(ad);
+        return NULL;
+    }
     ad->naggs = 1;
     ad->http = evhttp_new(base);
     if (ad->http == NULL) {
         snprintf(err, errlen, "cannot create the HTTP server");
+        free(ad->slots);
         free(ad);
         return NULL;
     }
@@ -182,6 +273,16 @@ struct tt_admin *tt_admin_start(struct event_base *base, const char *addr_port,
     if (ad->sock == NULL) {
         snprintf(err, errlen, "cannot listen on '%s'", addr_port);
         evhttp_free(ad->http);
+        free(ad->slots);
+        free(ad);
+        return NULL;
+    }
+    ad->guard = tt_listen_guard_new(evhttp_bound_socket_get_listener(ad->sock), base,
+                                    "the admin listener");
+    if (ad->guard == NULL) {
+        snprintf(err, errlen, "out of memory");
+        evhttp_free(ad->http);
+        free(ad->slots);
         free(ad);
         return NULL;
     }
@@ -217,6 +318,12 @@ int tt_admin_name(const struct tt_admin *ad, char *buf, size_t len)
     return tt_sock_name(evhttp_bound_socket_get_fd(ad->sock), buf, len);
 }
 
+void tt_admin_set_max_connections(struct tt_admin *ad, unsigned n)
+{
+    if (set_slots(ad, n > 0 ? n : DEFAULT_MAX_CONNS) < 0)
+        tt_log_warn("admin: out of memory, keeping %u connection slots", ad->max_conns);
+}
+
 void tt_admin_set_draining(struct tt_admin *ad, int draining)
 {
     ad->draining = draining != 0;
@@ -226,6 +333,8 @@ void tt_admin_free(struct tt_admin *ad)
 {
     if (ad == NULL)
         return;
+    tt_listen_guard_free(ad->guard);
     evhttp_free(ad->http);
+    free(ad->slots);
     free(ad);
 }

@@ -40,6 +40,8 @@ int tt_admin_port(const struct tt_admin *ad);
 int tt_admin_name(const struct tt_admin *ad, char *buf, size_t len);
 
 void tt_admin_set_draining(struct tt_admin *ad, int draining);
+/* at most <n> connections at once (0: the default, 64); beyond, 503 */
+void tt_admin_set_max_connections(struct tt_admin *ad, unsigned n);
 
 /* proxy/dashboard.html, generated into the build by the Makefile */
 extern const unsigned char tt_dashboard_html[];

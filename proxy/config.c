@@ -165,6 +165,9 @@ static const struct opt opts[] = {
     { "admin", S_ADMIN, T_STR, F(admin), "127.0.0.1:9464", "ADDR:PORT", 0, 0,
       NULL, check_admin,
       "/metrics /healthz /readyz /stats, or off" },
+    { "admin_max_connections", S_ADMIN, T_UINT, F(admin_max_connections), "64",
+      "N", 1, 10000, NULL, NULL,
+      "concurrent admin connections (503 beyond)" },
     { "model_label_cap", S_ADMIN, T_UINT, F(model_label_cap), "32", "N",
       1, 10000, NULL, NULL,
       "distinct model labels, then __other__" },
@@ -217,7 +220,13 @@ static const struct opt opts[] = {
       1, DAY, NULL, NULL,
       "client not taking response bytes this long: cut (499), upstream closed" },
     { "max_connections", S_LIMITS, T_UINT, F(max_connections), "20000", "N",
-      1, 1000000, NULL, NULL, "concurrent client connections" },
+      1, 1000000, NULL, NULL, "concurrent client connections per worker (503 beyond)" },
+    { "inspect_max_bytes", S_LIMITS, T_SIZE, F(inspect_max_bytes), "1m", "SIZE",
+      1 * KIB, 64 * MIB, NULL, NULL,
+      "per request: body bytes read for model, stream, max_tokens" },
+    { "inspect_budget", S_LIMITS, T_SIZE, F(inspect_budget), "64m", "SIZE",
+      64 * KIB, 64 * GIB, NULL, NULL,
+      "all body copies together, process-wide" },
 };
 
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))

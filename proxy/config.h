@@ -82,6 +82,7 @@ struct tt_config {
     char     admin[256];            /* "127.0.0.1:9464" or "off" */
     unsigned model_label_cap;       /* 32 */
     int      metrics_semconv;       /* enum tt_semconv_mode, "tokentap" */
+    unsigned admin_max_connections; /* 64 */
     /* [record] */
     char     record[TT_PATH_MAX];   /* "" none, "-" stdout */
     unsigned record_queue;          /* records queued for the writer: 4096 */
@@ -106,6 +107,8 @@ struct tt_config {
     unsigned n_shadows;
     struct tt_shadow_cfg shadows[TT_MAX_SHADOWS];
     int      compare_output;        /* [record] answer digests: 0 */
+    size_t   inspect_max_bytes;     /* request body copy for the inspector: 1048576 */
+    size_t   inspect_budget;        /* all inspector copies: 67108864 */
 };
 
 void tt_config_defaults(struct tt_config *c);

@@ -314,7 +314,7 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
 
     /* the log gets the path as records show it: no secrets */
     tt_record_redact_path(c->req.path[0] ? c->req.path : "-", path, sizeof(path));
-    tt_log_info("request %s %.64s: %d %s: %s", c->req.method[0] ? c->req.method : "-",
+    tt_log_info("request %s %.256s: %d %s: %s", c->req.method[0] ? c->req.method : "-",
                 path, status, type, msg);
     tt_leg_close(&c->pri);
     if (c->active) {
@@ -552,7 +552,7 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
     start_shadows(c, method, upgrade);
 
     if (c->req.api != TT_API_OTHER) {
-        tt_inspect_init(&c->insp, 1 << 20);
+        tt_inspect_init(&c->insp, cfg->inspect_max_bytes);
         c->insp_on = 1;
     }
     evtimer_del(c->ctimer);
@@ -971,13 +971,16 @@ static void ctimer_cb(evutil_socket_t fd, short what, void *arg)
         fail_request(c, 408, "request_timeout",
                      "no request body bytes within body_idle_timeout");
         break;
-    case RQ_TUNNEL:
+    case RQ_TUNNEL: {
+        char shown[TT_RECORD_PATH_MAX];
+        tt_record_redact_path(c->req.path, shown, sizeof(shown));
         c->req.ts[TT_TS_RESPONSE_COMPLETE] = c->now;
-        tt_log_info("tunnel %.64s idle for upstream_idle_timeout: closed", c->req.path);
+        tt_log_info("tunnel %.256s idle for upstream_idle_timeout: closed", shown);
         tt_leg_close(&c->pri);
         request_finish(c);
         close_after_flush(c);
         break;
+    }
     case RQ_WAIT_UP:
     case RQ_DONE:
         break;

@@ -23,11 +23,37 @@
 #include "proxy/inspect.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proxy/jsonarena.h"
 #include "proxy/stream.h"
+
+/* the copies of every inspector in the process, against one budget */
+static size_t budget = TT_INSPECT_BUDGET_DEFAULT;
+static _Atomic size_t held;
+
+void tt_inspect_set_budget(size_t bytes)
+{
+    budget = bytes ? bytes : TT_INSPECT_BUDGET_DEFAULT;
+}
+
+size_t tt_inspect_held(void)
+{
+    return atomic_load(&held);
+}
+
+/* take <n> more bytes from the budget; 0, or -1 when it has not got them */
+static int charge(size_t n)
+{
+    size_t before = atomic_fetch_add(&held, n);
+    if (before + n > budget) {
+        atomic_fetch_sub(&held, n);
+        return -1;
+    }
+    return 0;
+}
 
 void tt_inspect_init(struct tt_inspect *in, size_t cap)
 {
@@ -38,13 +64,16 @@ void tt_inspect_init(struct tt_inspect *in, size_t cap)
 void tt_inspect_free(struct tt_inspect *in)
 {
     free(in->buf);
+    if (in->alloc > 0)
+        atomic_fetch_sub(&held, in->alloc);
     in->buf = NULL;
     in->len = in->alloc = 0;
 }
 
-static void give_up(struct tt_inspect *in)
+static void give_up(struct tt_inspect *in, const char *why)
 {
     in->gave_up = 1;
+    in->skipped = why;
     tt_inspect_free(in);
 }
 
@@ -62,13 +91,13 @@ void tt_inspect_feed(struct tt_inspect *in, const char *buf, size_t len)
         if (len == 0)
             return;
         if (*buf != '{') {
-            give_up(in);
+            give_up(in, "not_json");
             return;
         }
         in->started = 1;
     }
     if (len > in->cap - in->len) {
-        give_up(in);
+        give_up(in, "too_large");
         return;
     }
     if (in->len + len > in->alloc) {
@@ -78,9 +107,14 @@ void tt_inspect_feed(struct tt_inspect *in, const char *buf, size_t len)
             n *= 2;
         if (n > in->cap)
             n = in->cap;
+        if (charge(n - in->alloc) < 0) {
+            give_up(in, "budget");
+            return;
+        }
         p = realloc(in->buf, n);
         if (p == NULL) {
-            give_up(in);
+            atomic_fetch_sub(&held, n - in->alloc);
+            give_up(in, "out_of_memory");
             return;
         }
         in->buf = p;
@@ -198,7 +232,11 @@ void tt_inspect_finish(struct tt_inspect *in, struct tt_request *r)
         const cJSON *root = tt_json_parse(in->buf, in->len);
         if (cJSON_IsObject(root))
             from_body(root, api, r);
+        else
+            r->inspect_skipped = "not_json";
         tt_json_reset();
+    } else if (in->gave_up) {
+        r->inspect_skipped = in->skipped;
     }
     if (api == TT_API_GEMINI) {
         if (r->model[0] == '\0')

@@ -5,8 +5,9 @@
  * r->include_usage, r->max_tokens.  Called by proxy/conn.c; owns a bounded
  * copy of the body.
  *
- * Bodies over <cap> bytes, bodies that do not start with '{' and bodies that
- * do not parse leave the fields absent (Gemini's model and streaming, and
+ * Bodies over <cap> bytes, bodies that would take the process over its
+ * inspector budget, bodies that do not start with '{' and bodies that
+ * do not parse leave the fields absent (r->inspect_skipped says why) (Gemini's model and streaming, and
  * TGI's streaming, come from the path and are filled regardless).
  */
 #ifndef TT_INSPECT_H
@@ -15,15 +16,28 @@
 #include <stddef.h>
 #include "metrics/request.h"
 
-#define TT_INSPECT_CAP_DEFAULT (1024u * 1024)
+#define TT_INSPECT_CAP_DEFAULT    (1024u * 1024)
+#define TT_INSPECT_BUDGET_DEFAULT (64u * 1024 * 1024)
 
 struct tt_inspect {
     char   *buf;            /* body so far; owned */
-    size_t  len, alloc;
+    size_t  len, alloc;     /* <alloc> bytes are charged to the budget */
     size_t  cap;            /* give up beyond this many bytes */
-    int     gave_up;        /* too big, not JSON, or out of memory */
+    int     gave_up;        /* too big, not JSON, over budget or out of memory */
     int     started;        /* first non-whitespace byte seen */
+    const char *skipped;    /* why the body was not read (static), or NULL */
 };
+
+/*
+ * The process-wide budget: bytes all inspectors together may hold (every
+ * worker, every connection).  A request that would go over it is not
+ * inspected (it is still forwarded, whole); its record says
+ * "request_not_inspected":"budget".  Set once at start, before traffic;
+ * 0 = TT_INSPECT_BUDGET_DEFAULT.
+ */
+void tt_inspect_set_budget(size_t bytes);
+/* bytes held by all inspectors now */
+size_t tt_inspect_held(void);
 
 /* <cap> 0 = TT_INSPECT_CAP_DEFAULT */
 void tt_inspect_init(struct tt_inspect *in, size_t cap);

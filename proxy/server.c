@@ -46,11 +46,14 @@
 #include "proxy/access.h"
 #include "proxy/admin.h"
 #include "proxy/conn.h"
+#include "proxy/inspect.h"
 #include "proxy/jsonarena.h"
 #include "proxy/leg.h"
+#include "proxy/listen.h"
 #include "proxy/log.h"
 #include "proxy/ready.h"
 #include "proxy/sdnotify.h"
+#include "proxy/ratelimit.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
 #include "tls/tls.h"
@@ -116,22 +119,22 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
                       struct sockaddr *sa, int socklen, void *arg)
 {
     struct tt_worker *w = arg;
+    static struct tt_ratelimit over_rl;
+    uint64_t held;
     (void)l;
     (void)sa;
     (void)socklen;
 
     if (w->nconns >= w->cfg->max_connections) {
-        evutil_closesocket(fd);
+        tt_listen_refuse(fd, w->srv->tls == NULL,
+                         "tokentap is at max_connections, retry later");
+        if (tt_ratelimit_ok(&over_rl, tt_now_mono(), TT_RATELIMIT_1S, &held))
+            tt_log_warn("worker %d: %u connections (max_connections): refusing "
+                        "new clients with 503 (%llu more refused since the last warning)",
+                        w->id, w->nconns, (unsigned long long)held);
         return;
     }
     tt_conn_accept(w, fd);
-}
-
-static void on_accept_error(struct evconnlistener *l, void *arg)
-{
-    (void)l;
-    (void)arg;
-    tt_log_warn("accept: %s", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 }
 
 static void on_grace(evutil_socket_t fd, short what, void *arg)
@@ -165,6 +168,8 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
     /* close the listening socket: new clients are refused by the kernel
      * (and go to another instance) instead of waiting in a backlog */
     if (w->listener != NULL) {
+        tt_listen_guard_free(w->lguard);
+        w->lguard = NULL;
         evconnlistener_free(w->listener);
         w->listener = NULL;
     }
@@ -179,6 +184,15 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
 }
 
 static struct tt_server *the_server;
+
+/* SIGTERM/SIGINT once the loops are done: stop waiting for the records */
+static volatile sig_atomic_t late_signal;
+
+static void on_late_signal(int sig)
+{
+    (void)sig;
+    late_signal = 1;
+}
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -264,7 +278,12 @@ static int worker_listen(struct tt_server *srv, struct tt_worker *w)
             return -1;
         }
     }
-    evconnlistener_set_error_cb(w->listener, on_accept_error);
+    /* EMFILE and friends pause accepting for a while (proxy/listen.c) */
+    w->lguard = tt_listen_guard_new(w->listener, w->base, "the client listener");
+    if (w->lguard == NULL) {
+        tt_log_error("cannot guard the client listener: out of memory");
+        return -1;
+    }
     return 0;
 }
 
@@ -303,6 +322,7 @@ static void worker_free(struct tt_worker *w)
         tt_conn_abort(w->conns);
     abort_legs(w);
     tt_upstream_close_idle(w);
+    tt_listen_guard_free(w->lguard);
     if (w->listener)
         evconnlistener_free(w->listener);
     if (w->drain_ev)
@@ -406,6 +426,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
             goto out;
         }
     }
+    tt_inspect_set_budget(cfg->inspect_budget);
 
     {
         int n = tt_targets_build(&srv->cfg, srv->targets, err, sizeof(err));
@@ -476,6 +497,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
             tt_log_error("--admin: %s", err);
             goto out;
         }
+        tt_admin_set_max_connections(srv->admin, cfg->admin_max_connections);
     }
     /* the workers now hold duplicates of systemd's socket */
     if (srv->sd_fd >= 0) {
@@ -515,15 +537,31 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
     if (rc == 0)
         tt_log_info("drained, exiting");
 out:
-    /* freeing the signal events restores the default handlers: ignore
-     * instead, so a repeated signal cannot kill a process exiting 0 while
-     * it flushes its records */
-    for (i = 0; i < 3; i++)
-        if (sigs[i])
-            event_free(sigs[i]);
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
+    /* freeing the signal events restores the default handlers: replace
+     * them, so a repeated signal cannot kill a process exiting 0 while it
+     * flushes its records */
+    {
+        sigset_t block, old;
+        sigemptyset(&block);
+        sigaddset(&block, SIGTERM);
+        sigaddset(&block, SIGINT);
+        sigaddset(&block, SIGHUP);
+        /* no window with the default (fatal) action in between */
+        pthread_sigmask(SIG_BLOCK, &block, &old);
+        for (i = 0; i < 3; i++)
+            if (sigs[i])
+                event_free(sigs[i]);
+        /* a signal now cuts the record flush short instead of killing a
+         * process that is about to exit 0 */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_late_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        signal(SIGHUP, SIG_IGN);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
     /* its timers live on the workers' event bases */
     tt_sd_free(srv->sd);
     if (srv->sd_fd >= 0)
@@ -535,7 +573,14 @@ out:
             worker_free(&srv->workers[i]);
     free(srv->workers);
     if (srv->rec != NULL) {
-        tt_recorder_flush(srv->rec);
+        /* bounded: a sink nobody reads (--record - into a stuck pipe) must
+         * not hold the exit; what is left is dropped, counted and logged */
+        tt_log_info("records: flushing %u queued (at most drain_timeout; "
+                    "SIGTERM/SIGINT cut it short)", tt_recorder_queued(srv->rec));
+        if (tt_recorder_flush_for(srv->rec, cfg->drain_timeout_ms, &late_signal) < 0)
+            tt_log_warn("records: %s; remaining records dropped",
+                        late_signal ? "a second signal ended the flush"
+                                    : "not flushed within drain_timeout");
         if (tt_recorder_dropped(srv->rec) > 0)
             tt_log_warn("%llu records could not be written (queue full or write errors)",
                         (unsigned long long)tt_recorder_dropped(srv->rec));

@@ -25,6 +25,7 @@ struct tt_conn;
 struct tt_upconn;
 struct tt_request;
 struct tt_server;
+struct tt_listen_guard;
 
 /* event priorities of a worker's loop: shadows below everything else */
 #define TT_PRIO_COUNT  3
@@ -38,6 +39,7 @@ struct tt_worker {
     struct event_base     *base;       /* owned */
     struct evdns_base     *dns;        /* owned */
     struct evconnlistener *listener;   /* owned */
+    struct tt_listen_guard *lguard;    /* owned: EMFILE pause of <listener> */
     pthread_t              thread;
     struct tt_agg         *agg;        /* borrowed: the process's aggregates */
     struct tt_delay        delay;      /* tokentap's own hand-off delay */

@@ -466,3 +466,38 @@ def test_dashboard_shows_every_upstream_side_by_side(t):
     if os.environ.get("TT_DASHBOARD_SHOTS"):
         shutil.copy(shot, os.environ["TT_DASHBOARD_SHOTS"])
     t.note("screenshot: " + shot)
+
+
+@harness.timeout(120)
+def test_dashboard_with_a_real_shadow_shows_both_legs(t):
+    """a real shadow (a second, slower simulator): the page has one column
+    per upstream of /stats, each with that upstream's own numbers, and the
+    live comparison on the shadow's column"""
+    sim = t.sim()
+    cand = t.sim(extra=["--latency-scale", "2"])
+    px = t.proxy(sim.url, admin="auto",
+                 extra=["--goodput", SLO, "--shadow", f"cand={cand.url}"])
+    n = traffic(px)
+    recs = px.records(2 * n, timeout=20 * t.slow)     # both legs of every request
+    t.eq(sum(1 for r in recs if r["metadata"]["role"] == "shadow"), n, "shadow records")
+    stats = harness.http(px.admin_port, "GET", "/stats").json()
+    t.eq(sorted(stats["upstreams"]), ["cand", "primary"], "upstreams in /stats")
+    b = Browser(t, 1800, 1000)
+    try:
+        b.attach()
+        b.call("Page.navigate", {"url": f"http://127.0.0.1:{px.admin_port}/dashboard"})
+        b.wait_for("document.body && Number(document.body.dataset.updates) >= 1",
+                   "the page's first render")
+        cols = b.eval("[...document.querySelectorAll('.up')].map(e => [e.dataset.upstream,"
+                      " e.querySelector('h2 .role').textContent])")
+        t.eq(cols, [["primary", "primary"], ["cand", "shadow"]], "upstream columns")
+        check_values(t, b, {name: u["windows"] for name, u in stats["upstreams"].items()})
+        cmp = b.eval("document.querySelector('.up[data-upstream=\"cand\"] table.cmp').textContent")
+        t.check("pairs" in cmp and str(stats["comparisons"]["cand"]["windows"]["1m"]["pairs"]) in cmp,
+                f"the comparison is shown: {cmp[:300]!r}")
+        b.screenshot(os.path.join(t.tmp, "dashboard-real-shadow.png"), full=False)
+        errors = [e for e in b.events if e.get("method") == "Runtime.exceptionThrown"]
+        t.eq(errors, [], "script errors on the page")
+    finally:
+        b.close()
+    t.note("screenshot: " + os.path.join(t.tmp, "dashboard-real-shadow.png"))

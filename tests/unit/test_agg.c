@@ -200,6 +200,44 @@ static void test_goodput_ten_requests(void **state)
     tt_agg_free(a);
 }
 
+/* errors by type: summed over models, unknown types as "other", merged
+ * across workers, valid exposition */
+static void test_errors_by_type(void **state)
+{
+    struct tt_agg *a = tt_agg_new(NULL), *b = tt_agg_new(NULL);
+    struct tt_agg *both[2] = { a, b };
+    struct tt_request r;
+    (void)state;
+
+    stream_req(&r, "m1", 100, 2, 10);
+    tt_request_set_error(&r, 502, "truncated", "x");
+    observe(a, &r, NULL, T0);
+    tt_request_reset(&r);
+    stream_req(&r, "m2", 100, 2, 10);
+    tt_request_set_error(&r, 502, "truncated", "x");
+    observe(b, &r, NULL, T0);
+    tt_request_reset(&r);
+    stream_req(&r, "m2", 100, 2, 10);
+    tt_request_set_error(&r, 500, "a_type_added_later", "x");
+    observe(b, &r, NULL, T0);
+    tt_request_reset(&r);
+    stream_req(&r, "m1", 100, 2, 10);
+    observe(a, &r, NULL, T0);
+    tt_request_reset(&r);
+
+    char *t = prom(both, 2);
+    assert_true(has_line(t, "tokentap_errors_total{upstream=\"primary\",api=\"openai.chat\",type=\"truncated\"} 2"));
+    assert_true(has_line(t, "tokentap_errors_total{upstream=\"primary\",api=\"openai.chat\",type=\"other\"} 1"));
+    assert_null(strstr(t, "a_type_added_later"));
+    assert_null(strstr(t, "type=\"upstream_reset\""));    /* zero: not listed */
+    int ok = promtool_ok(t);
+    free(t);
+    if (ok == 0)
+        fail_msg("promtool rejected the exposition");
+    tt_agg_free(a);
+    tt_agg_free(b);
+}
+
 static void test_errors_and_no_slo(void **state)
 {
     struct tt_agg *a = tt_agg_new(NULL);
@@ -391,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_promtool_present),
         cmocka_unit_test(test_goodput_ten_requests),
         cmocka_unit_test(test_errors_and_no_slo),
+        cmocka_unit_test(test_errors_by_type),
         cmocka_unit_test(test_model_cap_and_nasty_labels),
         cmocka_unit_test(test_merge_workers),
         cmocka_unit_test(test_custom_buckets),

@@ -192,6 +192,45 @@ static void test_bad_bodies(void **state)
     }
 }
 
+/* all inspectors share one budget: over it a body is not read, and
+ * everything taken is given back */
+static void test_budget(void **state)
+{
+    struct tt_inspect a, b;
+    struct tt_request r;
+    char *body = malloc(40000);
+    (void)state;
+
+    memset(body, ' ', 40000);
+    memcpy(body, "{\"model\":\"m1\",\"x\":\"", 19);
+    memcpy(body + 39990, "\"}", 2);
+    tt_inspect_set_budget(64 * 1024);
+    assert_int_equal(tt_inspect_held(), 0);
+    tt_inspect_init(&a, 0);
+    tt_inspect_init(&b, 0);
+    tt_inspect_feed(&a, body, 39992);
+    assert_true(tt_inspect_held() >= 39992);
+    tt_inspect_feed(&b, body, 39992);               /* would pass 64 KiB */
+    tt_request_init(&r);
+    snprintf(r.path, sizeof(r.path), "/v1/chat/completions");
+    r.api = tt_api_detect(r.path, strlen(r.path));
+    tt_inspect_finish(&b, &r);
+    assert_string_equal(r.model, "");
+    assert_string_equal(r.inspect_skipped, "budget");
+    tt_request_init(&r);
+    snprintf(r.path, sizeof(r.path), "/v1/chat/completions");
+    r.api = tt_api_detect(r.path, strlen(r.path));
+    tt_inspect_finish(&a, &r);
+    assert_string_equal(r.model, "m1");
+    assert_null(r.inspect_skipped);
+    assert_int_equal(tt_inspect_held(), 0);
+    tt_inspect_free(&a);
+    tt_inspect_free(&b);
+    assert_int_equal(tt_inspect_held(), 0);
+    tt_inspect_set_budget(0);
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +238,7 @@ int main(void)
         cmocka_unit_test(test_other_apis),
         cmocka_unit_test(test_llamacpp_and_prompts),
         cmocka_unit_test(test_bad_bodies),
+        cmocka_unit_test(test_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -260,6 +260,38 @@ static void test_record_error_and_absent(void **state)
     tt_request_reset(&r);
 }
 
+/* every spelling of a credential parameter is redacted, others kept */
+static void test_redact_path_spellings(void **state)
+{
+    static const struct { const char *in, *out; } cases[] = {
+        { "/m:gen?key=S1", "/m:gen?key=REDACTED" },
+        { "/m:gen?%6Bey=S1", "/m:gen?%6Bey=REDACTED" },
+        { "/m:gen?k%65y=S1", "/m:gen?k%65y=REDACTED" },
+        { "/m:gen?%4B%45%59=S1", "/m:gen?%4B%45%59=REDACTED" },
+        { "/m:gen?%4b%45%79=S1", "/m:gen?%4b%45%79=REDACTED" },
+        { "/m:gen?KEY=S1", "/m:gen?KEY=REDACTED" },
+        { "/m:gen?%256Bey=S1", "/m:gen?%256Bey=REDACTED" },
+        { "/x?a=1&api_key=S1&b=2", "/x?a=1&api_key=REDACTED&b=2" },
+        { "/x?api%5Fkey=S1", "/x?api%5Fkey=REDACTED" },
+        { "/x?access_token=S1;token=S2", "/x?access_token=REDACTED;token=REDACTED" },
+        { "/x?alt=sse&keys=1&monkey=2&key", "/x?alt=sse&keys=1&monkey=2&key" },
+        { "/x?x-goog-api-key=S1", "/x?x-goog-api-key=REDACTED" },
+        { "/plain/path", "/plain/path" },
+        { "/x?%zz=1&key=", "/x?%zz=1&key=REDACTED" },
+    };
+    char out[TT_RECORD_PATH_MAX];
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n = tt_record_redact_path(cases[i].in, out, sizeof(out));
+        assert_string_equal(out, cases[i].out);
+        assert_int_equal(n, strlen(cases[i].out));
+    }
+    /* truncation never shows a secret either */
+    assert_int_equal(tt_record_redact_path("/x?key=SECRET", out, 8), 7);
+    assert_string_equal(out, "/x?key=");
+}
+
 static void test_record_escaping_and_secrets(void **state)
 {
     struct tt_request r;
@@ -495,6 +527,70 @@ static void test_recorder_reopen(void **state)
     assert_non_null(strstr(err, "/nonexistent/dir/x.jsonl"));
 }
 
+/* a pipe whose reader goes away mid-line: the line is counted as dropped,
+ * and the next record, once a reader is back, starts on a line of its own
+ * instead of being glued to the fragment */
+static void test_recorder_cut_line_on_pipe(void **state)
+{
+    char path[128], err[256], buf[65536];
+    (void)state;
+
+    snprintf(path, sizeof(path), "%s/cut", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    int r1 = open(path, O_RDONLY | O_NONBLOCK);
+    assert_true(r1 >= 0);
+    struct tt_recorder *rec = tt_recorder_open(path, 8, err, sizeof(err));
+    assert_non_null(rec);
+
+    size_t big = 1 << 20;               /* far more than the pipe holds */
+    char *line = malloc(big);
+    memset(line, 'T', big - 1);
+    line[big - 1] = '\n';
+    tt_recorder_submit(rec, line, big);
+    /* once the writer has begun the line, read a little and take the
+     * reader away: the writer is left mid-line */
+    ssize_t got = -1;
+    for (int i = 0; i < 2000 && got <= 0; i++) {
+        got = read(r1, buf, 16);
+        if (got <= 0)
+            usleep(1000);
+    }
+    assert_int_equal(got, 16);
+    close(r1);
+    for (int i = 0; i < 2000 && tt_recorder_dropped(rec) == 0; i++)
+        usleep(1000);
+    assert_int_equal(tt_recorder_dropped(rec), 1);
+    assert_int_equal(tt_recorder_written(rec), 0);
+
+    int r2 = open(path, O_RDONLY | O_NONBLOCK);
+    assert_true(r2 >= 0);
+    tt_recorder_submit(rec, strdup("{\"next\":1}\n"), 11);
+    /* what the new reader gets: what was left of the fragment in the pipe,
+     * then a newline, then the whole record (read while it is written:
+     * the pipe may still be full of the fragment) */
+    size_t total = 0;
+    char *all = NULL;
+    for (int i = 0; i < 5000; i++) {
+        ssize_t k = read(r2, buf, sizeof(buf));
+        if (k > 0) {
+            all = realloc(all, total + (size_t)k + 1);
+            memcpy(all + total, buf, (size_t)k);
+            total += (size_t)k;
+        } else if (tt_recorder_written(rec) == 1) {
+            break;
+        } else {
+            usleep(1000);
+        }
+    }
+    assert_int_equal(tt_recorder_written(rec), 1);
+    assert_true(total >= 12);
+    all[total] = '\0';
+    assert_string_equal(all + total - 12, "\n{\"next\":1}\n");
+    free(all);
+    close(r2);
+    tt_recorder_close(rec);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -502,9 +598,11 @@ int main(void)
         cmocka_unit_test(test_record_server_truth),
         cmocka_unit_test(test_record_error_and_absent),
         cmocka_unit_test(test_record_escaping_and_secrets),
+        cmocka_unit_test(test_redact_path_spellings),
         cmocka_unit_test(test_recorder_many_threads),
         cmocka_unit_test(test_recorder_queue_full),
         cmocka_unit_test(test_recorder_reopen),
+        cmocka_unit_test(test_recorder_cut_line_on_pipe),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

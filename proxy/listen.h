@@ -1,0 +1,49 @@
+/*
+ * What every listener needs when the process runs short of resources:
+ *
+ *  - accept failing with EMFILE/ENFILE/ENOBUFS/ENOMEM would fire again at
+ *    once (the socket stays readable) and spin a core: the guard pauses the
+ *    listener with a timer instead (100 ms, doubling to 1 s while it keeps
+ *    failing) and logs one warning a second at most, with the number of
+ *    failures in between.  Clients wait in the kernel backlog meanwhile.
+ *  - a client over a connection cap gets a fixed 503 (OpenAI error shape,
+ *    Connection: close) written straight to the socket, and is closed: no
+ *    buffer, no parser, nothing held.
+ *
+ * Used by proxy/server.c (client listeners) and proxy/admin.c.
+ */
+#ifndef TT_LISTEN_H
+#define TT_LISTEN_H
+
+#include <event2/util.h>
+
+struct event_base;
+struct evconnlistener;
+struct tt_listen_guard;
+
+/*
+ * Guard <l> (borrowed; it must outlive the guard) on <base>; <name> (a static
+ * string) names it in log lines.  Replaces the listener's error callback.
+ * Returns NULL when out of memory.
+ */
+struct tt_listen_guard *tt_listen_guard_new(struct evconnlistener *l,
+                                            struct event_base *base,
+                                            const char *name);
+/* times the guard paused its listener so far */
+unsigned long tt_listen_guard_pauses(const struct tt_listen_guard *g);
+/* NULL is a no-op; call before freeing the listener */
+void tt_listen_guard_free(struct tt_listen_guard *g);
+
+/*
+ * Answer the freshly accepted <fd> with 503 and <msg> (a static string,
+ * JSON-safe) when <plain> (TLS listeners cannot answer before a handshake:
+ * they only close), and close it.  Never blocks; at most 4 KiB of what the
+ * client already sent is discarded first, so the close is a FIN rather
+ * than a reset that could destroy the answer.
+ */
+void tt_listen_refuse(evutil_socket_t fd, int plain, const char *msg);
+/* the same answer on <fd>, shut for writing but left open (its owner
+ * closes it) */
+void tt_listen_answer_503(evutil_socket_t fd, const char *msg);
+
+#endif
