@@ -143,6 +143,7 @@ demo: all
 	@DEMO_HOLD=$(DEMO_HOLD) sh scripts/demo.sh $(BUILD)
 
 bench: all
+	@if [ "$(DEPS)" = 1 ]; then sh scripts/deps.sh bench; fi
 	@sh bench/run.sh $(BUILD)
 
 # libFuzzer harnesses (clang): make fuzz; make fuzz-run FUZZ_SECONDS=60

@@ -11,12 +11,22 @@
 #   wrk2    tokentap --workers 1 vs 2 under the same saturating load
 #   ttft    client-observed TTFT vs tokentap's record TTFT (matched by X-Request-Id)
 #   hold    ~10,000 slow streams held open; RSS per active stream
+#   cg      instructions per event of the whole proxy under callgrind
+#           (bench/callgrind.sh; load-independent, the primary CPU figure)
+# Also, in the same rounds: tokentap with one shadow (--shadow cand=URL to a
+# second tokentap-sim) and, with BENCH_TT_BASE=BINARY, a second tokentap
+# binary (the build before a change) next to the current one.
 # See bench/README.md for the method and the last figures.
 #
 # Knobs (environment): BENCH_ROUNDS (3), BENCH_ONEWAY=1 (also an NDJSON run with
 # the sim's CLOCK_REALTIME stamps: true one-way delay), BENCH_HOLD (streams for
 # the hold test, default min(10000, (ulimit -n - 64)/2)), BENCH_SKIP="hold ..."
-# BENCH_KEEP=1 keeps the temp dir.
+# BENCH_SUMMARY=FILE prints the summary of an earlier bench-results.txt,
+# BENCH_KEEP=1 keeps the temp dir, BENCH_TT_BASE=BINARY adds that tokentap as
+# "tokentap (base)", BENCH_PIN=0 turns off pinning (proxies on CPU 0, the sims
+# and the load generator on CPU 1, when there are 2+ CPUs and taskset).
+# Results: the tables on stdout, raw lines in BUILD_DIR/bench-results.txt,
+# medians and per-round spreads in BUILD_DIR/bench-results.json.
 set -u
 
 B=${1:-build}
@@ -48,9 +58,19 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 cc -O2 -Wall -o "$T/sse_load" "$D/sse_load.c" -lm || exit 1
+
+# pinning: the proxy under test never shares a CPU with the sim or the
+# generator, and never migrates (other work on the box still preempts it)
+PINP="" PINL=""
+if [ "${BENCH_PIN:-1}" != 0 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null 2>&1; then
+    PINP="taskset -c 0" PINL="taskset -c 1"
+fi
 L=$T/sse_load
 RES=$T/results.txt
 : >"$RES"
+
+# BENCH_SUMMARY=FILE: only the summary of an earlier run's raw lines
+if [ -z "${BENCH_SUMMARY:-}" ]; then
 
 # Ports: every server binds port 0 and says which port it got (tokentap and
 # tokentap-sim in a --ready-file; nginx and HAProxy get a socket already
@@ -65,20 +85,29 @@ up() {
 }
 
 # ---- servers -------------------------------------------------------------------
-"$B/tokentap-sim" --listen 127.0.0.1:0 --ready-file "$T/sim.ready" >"$T/sim.out" 2>"$T/sim.err" &
+# shellcheck disable=SC2086
+$PINL "$B/tokentap-sim" --listen 127.0.0.1:0 --ready-file "$T/sim.ready" >"$T/sim.out" 2>"$T/sim.err" &
 SIM_PID=$!; PIDS="$PIDS $SIM_PID"
 up tokentap-sim "$T/sim.ready" "$SIM_PID"
 SIM=$p
+# the shadow's candidate: a second sim
+# shellcheck disable=SC2086
+$PINL "$B/tokentap-sim" --listen 127.0.0.1:0 --ready-file "$T/sim2.ready" >"$T/sim2.out" 2>"$T/sim2.err" &
+SIM2_PID=$!; PIDS="$PIDS $SIM2_PID"
+up tokentap-sim "$T/sim2.ready" "$SIM2_PID"
+SIM2=$p
 
-start_tt() { # name workers record-file|""
+start_tt() { # name workers record-file|"" [more tokentap options]; TTBIN=binary
+    n=$1 w=$2
     if [ -n "$3" ]; then rec="--record $3"; else rec=""; fi
+    shift 3
     # shellcheck disable=SC2086
-    "$B/tokentap" --listen 127.0.0.1:0 --ready-file "$T/$1.ready" --upstream "http://127.0.0.1:$SIM" \
-        --admin off --log-level warn --workers "$2" $rec >"$T/$1.log" 2>&1 &
-    eval "${1}_PID=$!"
+    $PINP "${TTBIN:-$B/tokentap}" --listen 127.0.0.1:0 --ready-file "$T/$n.ready" --upstream "http://127.0.0.1:$SIM" \
+        --admin off --log-level warn --workers "$w" $rec "$@" >"$T/$n.log" 2>&1 &
+    eval "${n}_PID=$!"
     PIDS="$PIDS $!"
-    up "$1" "$T/$1.ready" "$!"
-    eval "${1}_PORT=$p"
+    up "$n" "$T/$n.ready" "$!"
+    eval "${n}_PORT=$p"
 }
 
 start_nginx() { # name
@@ -115,7 +144,8 @@ http {
     }
 }
 EOF
-    "$L" --listen-exec "$d/port" sh -c 'sed "s/@PORT@/$LISTEN_PORT/" "$1.in" >"$1" &&
+    # shellcheck disable=SC2086
+    $PINP "$L" --listen-exec "$d/port" sh -c 'sed "s/@PORT@/$LISTEN_PORT/" "$1.in" >"$1" &&
         NGINX="3;" exec nginx -p "$2" -e "$2/error.log" -c "$1"' sh "$d/nginx.conf" "$d" \
         >"$d/out" 2>&1 &
     m=$!
@@ -123,7 +153,7 @@ EOF
     up "$1" "$d/port" "$m"
     w="" i=0
     while [ -z "$w" ] && [ $i -lt 1000 ]; do
-        w=$(pgrep -P "$m" 2>/dev/null | head -n 1); [ -n "$w" ] || sleep 0.01; i=$((i + 1))
+        w=$(pgrep -x -P "$m" nginx 2>/dev/null | head -n 1); [ -n "$w" ] || sleep 0.01; i=$((i + 1))
     done
     [ -n "$w" ] || { echo "bench: nginx started no worker" >&2; BENCH_KEEP=1; exit 1; }
     eval "${1}_PORT=$p; ${1}_PID=$w; ${1}_MASTER=$m"
@@ -149,7 +179,8 @@ backend be
     http-reuse always
     server sim 127.0.0.1:$SIM maxconn 4000
 EOF
-    "$L" --listen-exec "$d/port" haproxy -db -f "$d/haproxy.cfg" >"$d/out" 2>&1 &
+    # shellcheck disable=SC2086
+    $PINP "$L" --listen-exec "$d/port" haproxy -db -f "$d/haproxy.cfg" >"$d/out" 2>&1 &
     eval "${1}_PID=$!"
     PIDS="$PIDS $!"
     up "$1" "$d/port" "$!"
@@ -163,18 +194,34 @@ direct_PORT=$SIM; direct_PID=$SIM_PID
 start_tt tt 1 ""
 start_tt ttrec 1 "$T/ttrec.jsonl"
 CFGS="$CFGS tt ttrec"
+if [ -n "${BENCH_TT_BASE:-}" ]; then
+    TTBIN=$BENCH_TT_BASE start_tt ttbase 1 ""
+    CFGS="$CFGS ttbase"
+fi
+# one shadow on every request (sample 1): what the primary pays for it
+start_tt ttshadow 1 "" --shadow "cand=http://127.0.0.1:$SIM2"
+CFGS="$CFGS ttshadow"
 
 # load TEST CFG ROUND sse_load-args...  -> one line in $RES
 load() {
     t=$1 c=$2 r=$3; shift 3
     eval "p=\$${c}_PORT; pid=\$${c}_PID"
     printf '  %-6s %-8s round %s ... ' "$t" "$c" "$r" >&2
-    out=$("$L" --connect "127.0.0.1:$p" --prefix "$t-$c-$r" --cpu-pid "$pid" --cpu-pid "$SIM_PID" "$@" | grep '^RESULT')
+    # shellcheck disable=SC2086
+    out=$($PINL "$L" --connect "127.0.0.1:$p" --prefix "$t-$c-$r" --cpu-pid "$pid" --cpu-pid "$SIM_PID" "$@" | grep '^RESULT')
     echo "test=$t cfg=$c round=$r $out" >>"$RES"
     echo "$out" | tr ' ' '\n' | sed -n 's/^evps=/evps /p; s/^lat_p99_us=/p99 /p' | tr '\n' ' ' >&2
     echo >&2
 }
 skip() { case $SKIP in *" $1 "*) return 0 ;; esac; return 1; }
+
+if ! skip cg && command -v valgrind >/dev/null 2>&1; then
+    echo "bench: callgrind (bench/callgrind.sh) ..." >&2
+    (cd "$D/.." && sh bench/callgrind.sh "$B") | sed 's/^CG /CG cfg=tt /' >"$T/cg.txt"
+    if [ -n "${BENCH_TT_BASE:-}" ]; then
+        (cd "$D/.." && sh bench/callgrind.sh "$B" "$BENCH_TT_BASE") | sed 's/^CG /CG cfg=ttbase /' >>"$T/cg.txt"
+    fi
+fi
 
 echo "bench: $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), ulimit -n $NOFILE, temp $T" >&2
 
@@ -236,7 +283,7 @@ if ! skip hold; then
     HOLD=${BENCH_HOLD:-$(( (NOFILE - 2000) / 2 ))}
     [ "$HOLD" -gt 10000 ] && HOLD=10000
     # fresh processes so that RSS before/after is about the held streams only
-    kill "$tt_PID" "$ttrec_PID" 2>/dev/null
+    kill "$tt_PID" "$ttrec_PID" "$ttshadow_PID" ${ttbase_PID:-} 2>/dev/null
     [ -n "${nginx_MASTER:-}" ] && kill "$nginx_MASTER" 2>/dev/null
     [ -n "${haproxy_PID:-}" ] && kill "$haproxy_PID" 2>/dev/null
     sleep 0.5
@@ -251,14 +298,18 @@ if ! skip hold; then
     done
 fi
 
+[ -f "$T/cg.txt" ] && sed -n 's/^CG /test=cg /p' "$T/cg.txt" >>"$RES"
 cp "$RES" "$B/bench-results.txt" 2>/dev/null
+else
+    cp "$BENCH_SUMMARY" "$RES" || exit 1
+fi
 
 # ---- summary --------------------------------------------------------------------
 NGV=$(nginx -v 2>&1 | sed 's/.*nginx\///')
 HAV=$(haproxy -v 2>/dev/null | head -1 | awk '{print $3}')
 echo
 echo "tokentap bench $(date -u +%F), $(nproc) vCPU, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), nginx $NGV, haproxy $HAV, load avg $(cut -d' ' -f1-3 /proc/loadavg)"
-awk -v rounds="$ROUNDS" '
+awk -v rounds="$ROUNDS" -v json="$B/bench-results.json" -v pin="${PINP:+pinned}" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" '
 function med(k,   n, i, j, a, t) {
     n = cnt[k]; if (!n) return "";
     for (i = 1; i <= n; i++) a[i] = val[k, i];
@@ -266,26 +317,55 @@ function med(k,   n, i, j, a, t) {
     return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
 }
 function g(t, c, f) { return med(t SUBSEP c SUBSEP f) }
+# config minus direct, paired within each round: "median min max" (us), or ""
+function paired(t, c, f,   r, n, a, i, j, x) {
+    n = 0
+    for (r = 1; r <= rounds; r++)
+        if ((t SUBSEP c SUBSEP f SUBSEP r) in rv && (t SUBSEP "direct" SUBSEP f SUBSEP r) in rv)
+            a[++n] = rv[t, c, f, r] - rv[t, "direct", f, r]
+    if (!n) return ""
+    for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
+    return ((n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2) " " a[1] " " a[n]
+}
+function spr(x,   p) { if (x == "") return "-"; split(x, p, " "); return sprintf("%+.3f [%+.3f %+.3f]", p[1] / 1000, p[2] / 1000, p[3] / 1000) }
+# us CPU per event per round: "median min max"
+function cpuev(c,   r, n, a, i, j, x) {
+    n = 0
+    for (r = 1; r <= rounds; r++)
+        if (("tput" SUBSEP c SUBSEP "evps" SUBSEP r) in rv && rv["tput", c, "evps", r] > 0)
+            a[++n] = rv["tput", c, "cpu0_pct", r] * 10000 / rv["tput", c, "evps", r]
+    if (!n) return ""
+    for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
+    return ((n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2) " " a[1] " " a[n]
+}
 function fmt(x, d) { return x == "" ? "-" : sprintf("%." d "f", x) }
 function ms(x) { return x == "" ? "-" : sprintf("%.3f", x / 1000) }
 function add(x, y) { return (x == "" || y == "") ? "-" : sprintf("%+.3f", (x - y) / 1000) }
 {
-    t = ""; c = "";
-    for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "test") t = kv[2]; if (kv[1] == "cfg") c = kv[2] }
+    t = ""; c = ""; rd = 0
+    for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "test") t = kv[2]; if (kv[1] == "cfg") c = kv[2]; if (kv[1] == "round") rd = kv[2] }
     if (!(c in seen)) { seen[c] = 1; order[++no] = c }
     for (i = 1; i <= NF; i++) {
         eq = index($i, "="); if (!eq) continue
         f = substr($i, 1, eq - 1); v = substr($i, eq + 1)
         if (v !~ /^-?[0-9.]+$/) continue
-        k = t SUBSEP c SUBSEP f; val[k, ++cnt[k]] = v + 0
+        k = t SUBSEP c SUBSEP f; val[k, ++cnt[k]] = v + 0; rv[k, rd] = v + 0
     }
     has[t] = 1
+    if (t == "cg") { ncg++; for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "cfg") cgc[ncg] = kv[2]
+        if (kv[1] == "workload") cgw[ncg] = kv[2]; if (kv[1] == "ir_per_event") cgir[ncg] = kv[2]; if (kv[1] == "events") cgev[ncg] = kv[2] } }
     for (i = 1; i <= NF; i++) if ($i ~ /^threads_pct=/) thr[c] = substr($i, 13)
 }
 END {
     name["direct"] = "direct (sim)"; name["nginx"] = "nginx"; name["haproxy"] = "haproxy";
     name["tt"] = "tokentap"; name["ttrec"] = "tokentap+records"; name["tt2"] = "tokentap --workers 2";
     name["tthold"] = "tokentap"; name["nghold"] = "nginx"
+    name["ttbase"] = "tokentap (base)"; name["ttshadow"] = "tokentap+shadow"
+    if (has["cg"]) {
+        printf "\nInstructions per event, whole proxy (callgrind, bench/callgrind.sh; repeatable, load-independent)\n"
+        printf "%-18s | %-40s %12s %8s\n", "config", "workload", "Ir/event", "events"
+        for (i = 1; i <= ncg; i++) printf "%-18s | %-40s %12s %8s\n", name[cgc[i]], cgw[i], cgir[i], cgev[i]
+    }
     if (has["lat100"] || has["lat1"]) {
         printf "\nPer-event lateness vs the sim schedule, ms (median of %d rounds); added = config - direct\n", rounds
         printf "%-18s | %-31s | %-31s\n", "", "100 streams x 50 ev/s", "1 stream x 50 ev/s"
@@ -298,6 +378,13 @@ END {
               ms(g("lat1", c, "lat_p50_us")), ms(g("lat1", c, "lat_p99_us")),
               add(g("lat1", c, "lat_p50_us"), g("lat1", "direct", "lat_p50_us")),
               add(g("lat1", c, "lat_p99_us"), g("lat1", "direct", "lat_p99_us")) }
+    }
+    if (has["lat100"] || has["lat1"]) {
+        printf "\nAdded per-event latency, ms: config - direct paired within each round, median [min max] over %d rounds%s\n", rounds, pin ? " (proxies pinned to CPU 0, sims and generator to CPU 1)" : ""
+        printf "%-18s | %-25s %-25s | %-25s %-25s\n", "config", "100 streams +p50", "+p99", "1 stream +p50", "+p99"
+        for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || (g("lat100", c, "lat_p50_us") == "" && g("lat1", c, "lat_p50_us") == "")) continue
+            printf "%-18s | %-25s %-25s | %-25s %-25s\n", name[c], spr(paired("lat100", c, "lat_p50_us")), spr(paired("lat100", c, "lat_p99_us")),
+              spr(paired("lat1", c, "lat_p50_us")), spr(paired("lat1", c, "lat_p99_us")) }
     }
     if (has["ow100"]) {
         printf "\nOne-way delay sim write -> client read (NDJSON, sim CLOCK_REALTIME stamps), ms\n"
@@ -312,7 +399,7 @@ END {
         for (i = 1; i <= no; i++) { c = order[i]; e = g("tput", c, "evps"); if (e == "") continue
             pc = g("tput", c, "cpu0_pct"); sc = g("tput", c, "cpu1_pct")
             if (c == "direct") printf "%-18s | %9.0f %9s %7.0f%% %10s %12s\n", name[c], e, "-", sc, "-", "-"
-            else printf "%-18s | %9.0f %8.0f%% %7.0f%% %10.2f %12.0f\n", name[c], e, pc, sc, pc * 10000 / e, e * 100 / pc }
+            else { split(cpuev(c), q, " "); printf "%-18s | %9.0f %8.0f%% %7.0f%% %10.2f %12.0f   [%.2f %.2f]\n", name[c], e, pc, sc, pc * 10000 / e, e * 100 / pc, q[2], q[3] } }
     }
     if (has["wrk2"]) {
         printf "\n--workers scaling, 64 streams x 2000 events, gap 0 (median of %d rounds)\n", rounds
@@ -342,4 +429,28 @@ END {
     }
     errs = 0; for (k in cnt) { split(k, p, SUBSEP); if (p[3] == "errors") for (j = 1; j <= cnt[k]; j++) errs += val[k, j] }
     printf "\nload generator errors: %d\n", errs
+
+    # JSON: medians of every field per test and config, paired added latency
+    printf "{\"rounds\":%d,\"pinned\":%s,\"load_avg\":\"%s\",\"errors\":%d,\"results\":[", rounds, pin ? "true" : "false", load, errs > json
+    sep = ""
+    for (t in has) for (i = 1; i <= no; i++) { c = order[i]; line = ""
+        if (t == "cg") continue
+        for (k in cnt) { split(k, p, SUBSEP); if (p[1] != t || p[2] != c || !cnt[k]) continue
+            line = line sprintf("%s\"%s\":%s", line == "" ? "" : ",", p[3], med(k)) }
+        if (line == "") continue
+        extra = ""
+        if (t ~ /^lat/ && c != "direct") {
+            split(paired(t, c, "lat_p50_us"), a5, " "); split(paired(t, c, "lat_p99_us"), a9, " ")
+            if (a5[1] != "") extra = sprintf(",\"added_p50_us\":{\"median\":%s,\"min\":%s,\"max\":%s},\"added_p99_us\":{\"median\":%s,\"min\":%s,\"max\":%s}", a5[1], a5[2], a5[3], a9[1], a9[2], a9[3])
+        }
+        if (t == "tput" && c != "direct" && cpuev(c) != "") { split(cpuev(c), q, " ")
+            extra = extra sprintf(",\"us_cpu_per_event\":{\"median\":%.3f,\"min\":%.3f,\"max\":%.3f}", q[1], q[2], q[3]) }
+        printf "%s{\"test\":\"%s\",\"config\":\"%s\",\"name\":\"%s\",\"median\":{%s}%s}", sep, t, c, name[c], line, extra > json
+        sep = ","
+    }
+    printf "],\"callgrind\":[" > json
+    for (i = 1; i <= ncg; i++) printf "%s{\"config\":\"%s\",\"workload\":\"%s\",\"ir_per_event\":%s,\"events\":%s}", (i > 1 ? "," : ""), cgc[i], cgw[i], cgir[i] + 0, cgev[i] + 0 > json
+    printf "]}\n" > json
+    close(json)
+    printf "JSON: %s\n", json
 }' "$RES"

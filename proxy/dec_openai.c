@@ -90,6 +90,7 @@ static void completions_event(struct tt_stream *st, const cJSON *root,
 
 const struct tt_decoder tt_dec_openai_chat = {
     .api = TT_API_OPENAI_CHAT, .event = chat_event, .marker = 1, .done = 1,
+    .fast = tt_dec_openai_chat_fast,
 };
 
 const struct tt_decoder tt_dec_openai_completions = {

@@ -204,7 +204,6 @@ void tt_dec_usage_part(struct tt_stream *st, int64_t in, int64_t out,
 
 void tt_dec_openai_usage(struct tt_stream *st, const cJSON *u, int is_part)
 {
-    struct tt_stream_stats *s = &st->r->s;
     int64_t in = -1, out = -1, rsn = -1, cached = -1;
 
     if (!cJSON_IsObject(u))
@@ -215,6 +214,14 @@ void tt_dec_openai_usage(struct tt_stream *st, const cJSON *u, int is_part)
         (void)tt_jint(u, "reasoning_tokens", &rsn);     /* SGLang */
     if (tt_jint(tt_jget(u, "prompt_tokens_details"), "cached_tokens", &cached) != 0)
         (void)tt_jint(u, "prompt_cache_hit_tokens", &cached);   /* DeepSeek */
+    tt_dec_openai_usage_counts(st, in, out, rsn, cached, is_part);
+}
+
+void tt_dec_openai_usage_counts(struct tt_stream *st, int64_t in, int64_t out,
+                                int64_t rsn, int64_t cached, int is_part)
+{
+    struct tt_stream_stats *s = &st->r->s;
+
     if (is_part) {
         tt_dec_usage_part(st, in, out, rsn, cached);
         return;

@@ -32,6 +32,10 @@ struct tt_decoder {
     unsigned marker:1;      /* a stream ends with a terminal marker */
     unsigned done:1;        /* "data: [DONE]" is that marker */
     unsigned ndjson:1;      /* a stream without Content-Type is NDJSON */
+    /* optional: the same reports as event() straight from the event's
+     * bytes (no tree), think_begin/end included; 0, or -1 (nothing
+     * reported) when the event is not one it reads with certainty */
+    int (*fast)(struct tt_stream *st, const char *data, size_t len);
 };
 
 /* the decoder of <api> (TT_API_OTHER's decodes nothing) */
@@ -65,6 +69,7 @@ struct tt_stream {
     unsigned                 timings_parts; /* llama.cpp timings objects seen */
     int64_t                  max_index; /* highest choice index seen, -1 none */
     int                      err_code;  /* numeric code of the first error object */
+    unsigned                 fast_events; /* events read by dec->fast (tests) */
 };
 
 /* ---- JSON helpers ------------------------------------------------------ */
@@ -134,6 +139,12 @@ void tt_dec_usage_part(struct tt_stream *st, int64_t in, int64_t out,
  * usage-only chunk (<part> = 1) is one part of a per-choice report, any
  * other usage replaces what was seen (last wins) */
 void tt_dec_openai_usage(struct tt_stream *st, const cJSON *u, int part);
+/* the same from the figures (-1 = absent) */
+void tt_dec_openai_usage_counts(struct tt_stream *st, int64_t in, int64_t out,
+                                int64_t rsn, int64_t cached, int part);
+
+/* the fast path of openai.chat (proxy/dec_openai_fast.c) */
+int tt_dec_openai_chat_fast(struct tt_stream *st, const char *data, size_t len);
 
 /* llama.cpp's "timings" object into the server fields; <part> = 1 when it
  * is one per-choice report (counts merged as tt_dec_usage_part does, times

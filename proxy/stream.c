@@ -16,7 +16,8 @@
  *   body bytes --> sse.c / ndjson.c / bounded JSON body
  *                     |  one event (data payload / line / whole body)
  *                     v
- *              tt_json_parse() (arena, jsonarena.c)
+ *              decoder->fast() when it reads the event with certainty,
+ *              else tt_json_parse() (arena, jsonarena.c)
  *                     |  cJSON tree
  *                     v
  *              decoder->event()  --> tt_dec_answer / _reasoning / _tool,
@@ -68,7 +69,7 @@ static void no_event(struct tt_stream *st, const cJSON *root, const char *evname
     (void)evname;
 }
 
-static const struct tt_decoder dec_other = { TT_API_OTHER, no_event, 0, 0, 0 };
+static const struct tt_decoder dec_other = { .api = TT_API_OTHER, .event = no_event };
 
 static const struct tt_decoder *const decoders[TT_API__COUNT] = {
     [TT_API_OTHER]              = &dec_other,
@@ -182,6 +183,10 @@ static void on_event(struct tt_stream *st, const char *name, const char *data,
     if (is_done_marker(data, len)) {
         if (st->dec->done)
             r->s.terminal = 1;
+        return;
+    }
+    if (!is_error_event && st->dec->fast != NULL && st->dec->fast(st, data, len) == 0) {
+        st->fast_events++;  /* read without a tree (see dec_openai_fast.c) */
         return;
     }
     root = tt_json_parse(data, len);

@@ -53,4 +53,8 @@ void tt_stream_end(struct tt_stream *st, int complete, uint64_t now);
 
 void tt_stream_free(struct tt_stream *st);
 
+/* 1 (default): decoders with a fast path read the events they recognise
+ * without a cJSON tree; 0 sends every event to cJSON (tests compare the two) */
+extern int tt_stream_fast;
+
 #endif

@@ -12,6 +12,13 @@ if [ "${1:-}" = deb ]; then
     PKGS="dpkg-dev debhelper"
     command -v dpkg-buildpackage >/dev/null 2>&1 || missing="$missing dpkg-dev"
     command -v dh >/dev/null 2>&1 || missing="$missing debhelper"
+# `sh scripts/deps.sh bench`: what `make bench` compares against and counts with
+elif [ "${1:-}" = bench ]; then
+    PKGS="nginx-light haproxy valgrind util-linux"
+    command -v nginx >/dev/null 2>&1 || missing="$missing nginx-light"
+    command -v haproxy >/dev/null 2>&1 || missing="$missing haproxy"
+    command -v valgrind >/dev/null 2>&1 || missing="$missing valgrind"
+    command -v taskset >/dev/null 2>&1 || missing="$missing util-linux"
 else
 have_hdr() { [ -f "/usr/include/$1" ] || [ -f "/usr/include/x86_64-linux-gnu/$1" ] || \
              [ -f "/usr/include/aarch64-linux-gnu/$1" ]; }

@@ -1,0 +1,85 @@
+#!/bin/sh
+# Instructions per event of the whole proxy (forwarding, decoding, the clock,
+# metrics, the delay histogram, records), counted by callgrind: repeatable on
+# a shared machine, unlike CPU time.
+#
+#   sh bench/callgrind.sh BUILD_DIR [TOKENTAP_BINARY]
+#
+# For each workload tokentap runs under callgrind twice, serving K1 and then
+# K2 requests one after the other (curl, one connection each) from
+# tokentap-sim; Ir per event = (Ir(K2) - Ir(K1)) / (events(K2) - events(K1)),
+# which cancels start-up and shutdown.  Events are paced (gap_ms) so that each
+# upstream read carries one event, the costly case a live stream has.
+# Workloads: the sim's own OpenAI chat stream (100 tokens, usage on), the
+# same with one shadow (--shadow cand=URL, every request mirrored), and
+# replays of the vLLM and OpenAI chat fixtures (../shared/fixtures/streams;
+# skipped with a message when missing).  Prints one line per workload:
+#   CG workload=NAME ir_per_event=N events=N
+# and, with CG_TOP=1, the top functions of the K2 run.
+set -u
+
+B=${1:-build}
+case $B in /*) ;; *) B=$(pwd)/$B ;; esac
+TT=${2:-$B/tokentap}
+case $TT in /*) ;; *) TT=$(pwd)/$TT ;; esac
+R=$(pwd)
+K1=${CG_K1:-2}
+K2=${CG_K2:-8}
+GAP=${CG_GAP:-3}
+FX=$R/../shared/fixtures/streams
+command -v valgrind >/dev/null 2>&1 || { echo "callgrind: valgrind missing (apt-get install valgrind)" >&2; exit 1; }
+T=$(mktemp -d /tmp/tokentap-cg.XXXXXX)
+SIMPID=""
+trap '[ -n "$SIMPID" ] && kill "$SIMPID" 2>/dev/null; [ -n "${CG_KEEP:-}" ] || rm -rf "$T"' EXIT
+cc -O2 -Wall -o "$T/sse_load" "$R/bench/sse_load.c" -lm || exit 1
+
+"$B/tokentap-sim" --listen 127.0.0.1:0 --ready-file "$T/sim.ready" >"$T/sim.out" 2>&1 &
+SIMPID=$!
+SIM=$("$T/sse_load" --wait-ready "$T/sim.ready" "$SIMPID") || exit 1
+
+# run NAME K BODY -> prints "IR EVENTS" ($XARGS: more tokentap options)
+run() {
+    rm -f "$T/tt.ready" "$T/rec.jsonl"
+    valgrind --tool=callgrind --callgrind-out-file="$T/cg.$1.$2" \
+        "$TT" --listen 127.0.0.1:0 --ready-file "$T/tt.ready" \
+        --upstream "http://127.0.0.1:$SIM" --admin off --log-level warn \
+        --record "$T/rec.jsonl" ${XARGS:-} >"$T/tt.$1.$2.log" 2>&1 &
+    vp=$!
+    port=$("$T/sse_load" --wait-ready "$T/tt.ready" "$vp") || { cat "$T/tt.$1.$2.log" >&2; exit 1; }
+    i=0
+    while [ $i -lt "$2" ]; do
+        curl -sN -o /dev/null -H 'Content-Type: application/json' \
+            --data "$3" "http://127.0.0.1:$port/v1/chat/completions" || exit 1
+        i=$((i + 1))
+    done
+    kill -TERM "$vp"
+    wait "$vp"
+    ir=$(sed -n 's/^summary: //p' "$T/cg.$1.$2")
+    # the primary's events (a shadow leg has its own record)
+    ev=$(grep '"role":"primary"' "$T/rec.jsonl" | sed -n 's/.*"events":\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}')
+    echo "$ir $ev"
+}
+
+workload() { # NAME BODY
+    set -- "$1" "$2" "$(run "$1" "$K1" "$2")" "$(run "$1" "$K2" "$2")"
+    echo "$3 $4" | awk -v n="$1" '{ d = $4 - $2; if (d <= 0) { print "CG workload=" n " error=no_events"; exit }
+        printf "CG workload=%s ir_per_event=%.0f events=%d\n", n, ($3 - $1) / d, d }'
+    if [ -n "${CG_TOP:-}" ]; then
+        callgrind_annotate --inclusive=no "$T/cg.$1.$K2" 2>/dev/null | sed -n '1,/^$/d; 1,45p' | head -45
+    fi
+}
+
+SIMBODY="{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":true},\"sim\":{\"ttft_ms\":5,\"tokens\":100,\"gap_ms\":$GAP}}"
+workload sim "$SIMBODY"
+# the same with one shadow leg on every request (the sim serves both legs):
+# per primary event, so it includes decoding the shadow's copy
+XARGS="--shadow cand=http://127.0.0.1:$SIM"
+workload sim+shadow "$SIMBODY"
+XARGS=""
+for f in vllm-0.24-chat-include_usage.sse openai-chat-tool_calls-include_usage.sse; do
+    if [ -f "$FX/$f" ]; then
+        workload "${f%.sse}" "{\"model\":\"m\",\"stream\":true,\"messages\":[],\"sim\":{\"replay\":\"$FX/$f\",\"ttft_ms\":5,\"gap_ms\":$GAP}}"
+    else
+        echo "CG workload=${f%.sse} skipped: $FX/$f missing (fixtures not present)"
+    fi
+done

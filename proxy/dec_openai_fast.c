@@ -1,0 +1,637 @@
+/*
+ * The fast path of the OpenAI Chat Completions decoder: a scanner for the
+ * common chunk shape (vLLM, SGLang, llama.cpp, OpenAI, DeepSeek) that reads
+ * exactly what proxy/dec_openai.c would take from the cJSON tree (model,
+ * choices[].index, delta.content / reasoning_content / reasoning / refusal /
+ * tool_calls[].function.name / arguments, finish_reason, usage) and reports
+ * it through the same tt_dec_* calls in the same order, without building a
+ * tree.  Called by proxy/stream.c for each event of an openai.chat stream
+ * (tt_dec_openai_chat.fast) before the cJSON parse.
+ *
+ * Certainty first: the scanner only accepts strict RFC 8259 JSON and gives
+ * up (returns -1, nothing reported, the caller parses with cJSON) on
+ * anything it is not sure about: \u escapes, control characters, numbers it
+ * would have to convert other than plain integers, duplicate keys that
+ * matter, deep nesting, an "error" or "timings" member, a legacy
+ * function_call, a choice without a delta object, events over SCRATCH bytes.
+ * Everything else is validated and skipped, so an event the scanner accepts
+ * is one cJSON accepts and reads the same way.  tests/unit/test_fastpath.c
+ * runs every fixture, whole and split, with the fast path on and off and
+ * compares the records byte for byte, and mutated events one by one.
+ */
+#include "proxy/decode.h"
+
+#include <string.h>
+
+#define SCRATCH   4096      /* longest event taken; its strings, unescaped */
+#define MAXCHOICE 4
+#define MAXTOOL   4
+#define MAXDEPTH  32
+
+/* tt_stream_fast = 0 sends every event to cJSON (tests compare both) */
+int tt_stream_fast = 1;
+
+struct tool { const char *name, *args; };
+
+struct choice {
+    int64_t     index;          /* -1: absent or not a count */
+    int         has_delta;
+    const char *content, *rc, *rs, *refusal, *finish;
+    struct tool tool[MAXTOOL];
+    unsigned    ntool;
+    unsigned    seen;           /* keys met (duplicates: give up) */
+};
+
+struct chunk {
+    const char   *model;
+    int           has_choices;
+    unsigned      nch;
+    int           has_usage;    /* "usage" is an object */
+    int64_t       in, out, rsn_d, rsn, cached_d, cached_hit;
+    struct choice ch[MAXCHOICE];    /* last: cleared one by one as met */
+};
+
+struct cur {
+    const char *p, *e;
+    char       *o, *oe;         /* scratch for unescaped strings */
+    int         depth;
+};
+
+static void ws(struct cur *c)
+{
+    while (c->p < c->e && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' ||
+                           *c->p == '\r'))
+        c->p++;
+}
+
+static int peek(struct cur *c)
+{
+    ws(c);
+    return c->p < c->e ? (unsigned char)*c->p : -1;
+}
+
+/* bytes a string cannot hold raw: control bytes, quote, backslash */
+static const unsigned char special[256] = {
+    [0x00] = 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    ['"'] = 1, ['\\'] = 1,
+};
+
+/*
+ * A string at c->p: its raw bytes (between the quotes) in <*s>, <*n>, and
+ * whether it holds escapes; -1 on \u, invalid escapes, control bytes, the
+ * end of the event.
+ */
+static int span(struct cur *c, const char **s, size_t *n, int *esc)
+{
+    const char *q;
+
+    if (c->p >= c->e || *c->p != '"')
+        return -1;
+    q = ++c->p;
+    *esc = 0;
+    for (;;) {
+        while (q < c->e && !special[(unsigned char)*q])
+            q++;
+        if (q >= c->e)
+            return -1;
+        if (*q == '"')
+            break;
+        if (*q != '\\' || q + 1 >= c->e || !strchr("\"\\/bfnrt", q[1]) || q[1] == '\0')
+            return -1;      /* a control byte, \u or an invalid escape */
+        *esc = 1;
+        q += 2;
+    }
+    *s = c->p;
+    *n = (size_t)(q - c->p);
+    c->p = q + 1;
+    return 0;
+}
+
+/* a string value into the scratch, unescaped and NUL-terminated */
+static int str(struct cur *c, const char **out)
+{
+    const char *s;
+    size_t n, i;
+    int esc;
+    char *o = c->o;
+
+    if (span(c, &s, &n, &esc) != 0 || n + 1 > (size_t)(c->oe - o))
+        return -1;
+    if (!esc) {
+        memcpy(o, s, n);
+        o += n;
+    } else {
+        for (i = 0; i < n; i++) {
+            if (s[i] != '\\') {
+                *o++ = s[i];
+                continue;
+            }
+            switch (s[++i]) {
+            case 'b':  *o++ = '\b'; break;
+            case 'f':  *o++ = '\f'; break;
+            case 'n':  *o++ = '\n'; break;
+            case 'r':  *o++ = '\r'; break;
+            case 't':  *o++ = '\t'; break;
+            default:   *o++ = s[i]; break;     /* " \ / */
+            }
+        }
+    }
+    *o++ = '\0';
+    *out = c->o;
+    c->o = o;
+    return 0;
+}
+
+/* a key (raw bytes; a key with escapes matches none of ours, whose names
+ * hold no character JSON escapes) */
+struct key { const char *s; size_t n; };
+
+static int is(const struct key *k, const char *name, size_t n)
+{
+    return k->n == n && memcmp(k->s, name, n) == 0;
+}
+
+#define IS(k, lit) is((k), lit, sizeof(lit) - 1)
+
+static int read_key(struct cur *c, struct key *k)
+{
+    int esc;
+
+    if (span(c, &k->s, &k->n, &esc) != 0)
+        return -1;
+    if (esc)
+        k->n = (size_t)-1;  /* matches nothing */
+    return 0;
+}
+
+static int is_digit(int ch)
+{
+    return ch >= '0' && ch <= '9';
+}
+
+/* an RFC number; <*v> = its value when it is a plain count (digits only, no
+ * leading zero, at most 15 digits), else -2 */
+static int num(struct cur *c, int64_t *v)
+{
+    const char *s = c->p;
+    int plain = 1;
+    int64_t n = 0;
+
+    if (c->p < c->e && *c->p == '-') {
+        plain = 0;
+        c->p++;
+    }
+    if (c->p >= c->e || !is_digit(*c->p))
+        return -1;
+    if (*c->p == '0') {
+        c->p++;
+    } else {
+        while (c->p < c->e && is_digit(*c->p)) {
+            n = n * 10 + (*c->p - '0');
+            if (++c->p - s > 15)
+                return -1;
+        }
+    }
+    if (c->p < c->e && *c->p == '.') {
+        plain = 0;
+        c->p++;
+        if (c->p >= c->e || !is_digit(*c->p))
+            return -1;
+        while (c->p < c->e && is_digit(*c->p))
+            c->p++;
+    }
+    if (c->p < c->e && (*c->p == 'e' || *c->p == 'E')) {
+        plain = 0;
+        c->p++;
+        if (c->p < c->e && (*c->p == '+' || *c->p == '-'))
+            c->p++;
+        if (c->p >= c->e || !is_digit(*c->p))
+            return -1;
+        while (c->p < c->e && is_digit(*c->p))
+            c->p++;
+    }
+    if (c->p - s > 40)
+        return -1;          /* cJSON reads at most 63 bytes of a number */
+    *v = plain ? n : -2;
+    return 0;
+}
+
+/* the next non-blank byte, consumed (-1 at the end, nothing consumed) */
+static int next(struct cur *c)
+{
+    int ch = peek(c);
+
+    if (ch >= 0)
+        c->p++;
+    return ch;
+}
+
+static int lit(struct cur *c, const char *w, size_t n)
+{
+    if ((size_t)(c->e - c->p) < n || memcmp(c->p, w, n) != 0)
+        return -1;
+    c->p += n;
+    return 0;
+}
+
+static int skip(struct cur *c);
+
+/* "{" or "[" entered; members skipped */
+static int skip_container(struct cur *c, char close)
+{
+    int first = 1;
+
+    if (++c->depth > MAXDEPTH)
+        return -1;
+    c->p++;
+    for (;;) {
+        struct key k;
+        int ch = peek(c);
+
+        if (ch == close && first) {
+            c->p++;
+            break;
+        }
+        if (close == '}') {
+            if (read_key(c, &k) != 0 || peek(c) != ':')
+                return -1;
+            c->p++;
+        }
+        if (skip(c) != 0)
+            return -1;
+        ch = next(c);
+        if (ch == close)
+            break;
+        if (ch != ',')
+            return -1;
+        first = 0;
+    }
+    c->depth--;
+    return 0;
+}
+
+/* any value, validated and forgotten */
+static int skip(struct cur *c)
+{
+    struct key k;
+    int64_t v;
+    int ch = peek(c);
+
+    switch (ch) {
+    case '"':
+        return read_key(c, &k);
+    case '{':
+        return skip_container(c, '}');
+    case '[':
+        return skip_container(c, ']');
+    case 't':
+        return lit(c, "true", 4);
+    case 'f':
+        return lit(c, "false", 5);
+    case 'n':
+        return lit(c, "null", 4);
+    default:
+        return num(c, &v);
+    }
+}
+
+/* a value read as tt_jstr does: the string, else NULL */
+static int val_str(struct cur *c, const char **out)
+{
+    if (peek(c) == '"')
+        return str(c, out);
+    *out = NULL;
+    return skip(c);
+}
+
+/* a value read as tt_jint does: the count, else -1; numbers that are not
+ * plain counts give up (cJSON's double conversion decides) */
+static int val_count(struct cur *c, int64_t *out)
+{
+    int ch = peek(c);
+
+    *out = -1;
+    if (ch == '-' || is_digit(ch)) {
+        if (num(c, out) != 0 || *out == -2)
+            return -1;
+        return 0;
+    }
+    return skip(c);
+}
+
+/*
+ * The members of an object, one callback per key (with c->p at its value).
+ * The callback returns 0 when it consumed the value, 1 to skip it, -1 to
+ * give up.  Keys are compared after unescaping (as cJSON does).
+ */
+typedef int (*member_fn)(struct cur *c, const struct key *key, void *ctx);
+
+static int object(struct cur *c, member_fn fn, void *ctx)
+{
+    if (peek(c) != '{' || ++c->depth > MAXDEPTH)
+        return -1;
+    c->p++;
+    if (peek(c) == '}') {
+        c->p++;
+        c->depth--;
+        return 0;
+    }
+    for (;;) {
+        struct key k;
+        int rc, ch;
+
+        if (peek(c) != '"' || read_key(c, &k) != 0 || peek(c) != ':')
+            return -1;
+        c->p++;
+        rc = fn(c, &k, ctx);
+        if (rc < 0)
+            return -1;
+        if (rc > 0 && skip(c) != 0)
+            return -1;
+        ch = next(c);
+        if (ch == '}')
+            break;
+        if (ch != ',')
+            return -1;
+    }
+    c->depth--;
+    return 0;
+}
+
+/* a key met once; a second time gives up (cJSON takes the first) */
+static int once(unsigned *seen, unsigned bit)
+{
+    if (*seen & bit)
+        return -1;
+    *seen |= bit;
+    return 0;
+}
+
+static int fn_function(struct cur *c, const struct key *k, void *ctx)
+{
+    struct tool *t = ctx;
+
+    if (IS(k, "name"))
+        return t->name == NULL ? val_str(c, &t->name) : -1;
+    if (IS(k, "arguments"))
+        return t->args == NULL ? val_str(c, &t->args) : -1;
+    return 1;
+}
+
+struct toolctx { struct tool *t; int seen; };
+
+static int fn_tool(struct cur *c, const struct key *k, void *ctx)
+{
+    struct toolctx *tc = ctx;
+
+    if (!IS(k, "function"))
+        return 1;
+    if (tc->seen++)
+        return -1;
+    if (peek(c) != '{')
+        return 1;               /* tt_jstr of a non-object: nothing */
+    return object(c, fn_function, tc->t);
+}
+
+static int tool_calls(struct cur *c, struct choice *ch)
+{
+    if (peek(c) != '[')
+        return 1;               /* not an array: no tool calls */
+    if (++c->depth > MAXDEPTH)
+        return -1;
+    c->p++;
+    if (peek(c) == ']') {
+        c->p++;
+        c->depth--;
+        return 0;
+    }
+    for (;;) {
+        int sep;
+
+        if (ch->ntool == MAXTOOL)
+            return -1;
+        if (peek(c) == '{') {
+            struct toolctx tc = { &ch->tool[ch->ntool], 0 };
+            if (object(c, fn_tool, &tc) != 0)
+                return -1;
+        } else if (skip(c) != 0) {
+            return -1;
+        }
+        ch->ntool++;            /* a non-object element reports two NULLs */
+        sep = next(c);
+        if (sep == ']')
+            break;
+        if (sep != ',')
+            return -1;
+    }
+    c->depth--;
+    return 0;
+}
+
+enum {
+    K_CONTENT = 1, K_RC = 2, K_RS = 4, K_REFUSAL = 8, K_TOOLS = 16,
+    K_INDEX = 32, K_DELTA = 64, K_FINISH = 128, K_MESSAGE = 256,
+};
+
+static int fn_delta(struct cur *c, const struct key *k, void *ctx)
+{
+    struct choice *ch = ctx;
+
+    if (IS(k, "content"))
+        return once(&ch->seen, K_CONTENT) ? -1 : val_str(c, &ch->content);
+    if (IS(k, "reasoning_content"))
+        return once(&ch->seen, K_RC) ? -1 : val_str(c, &ch->rc);
+    if (IS(k, "reasoning"))
+        return once(&ch->seen, K_RS) ? -1 : val_str(c, &ch->rs);
+    if (IS(k, "refusal"))
+        return once(&ch->seen, K_REFUSAL) ? -1 : val_str(c, &ch->refusal);
+    if (IS(k, "tool_calls"))
+        return once(&ch->seen, K_TOOLS) ? -1 : tool_calls(c, ch);
+    if (IS(k, "function_call"))
+        return peek(c) == 'n' ? 1 : -1;     /* legacy: cJSON's path */
+    return 1;
+}
+
+static int fn_choice(struct cur *c, const struct key *k, void *ctx)
+{
+    struct choice *ch = ctx;
+
+    if (IS(k, "index"))
+        return once(&ch->seen, K_INDEX) ? -1 : val_count(c, &ch->index);
+    if (IS(k, "delta")) {
+        if (once(&ch->seen, K_DELTA) || peek(c) != '{')
+            return -1;          /* not an object: "message" decides */
+        ch->has_delta = 1;
+        return object(c, fn_delta, ch);
+    }
+    if (IS(k, "finish_reason"))
+        return once(&ch->seen, K_FINISH) ? -1 : val_str(c, &ch->finish);
+    return 1;
+}
+
+static int choices(struct cur *c, struct chunk *k)
+{
+    if (peek(c) != '[' || ++c->depth > MAXDEPTH)
+        return -1;
+    c->p++;
+    k->has_choices = 1;
+    if (peek(c) == ']') {
+        c->p++;
+        c->depth--;
+        return 0;
+    }
+    for (;;) {
+        struct choice *ch;
+        int sep;
+
+        if (k->nch == MAXCHOICE)
+            return -1;
+        ch = &k->ch[k->nch++];
+        memset(ch, 0, sizeof(*ch));
+        ch->index = -1;
+        if (object(c, fn_choice, ch) != 0 || !ch->has_delta)
+            return -1;
+        sep = next(c);
+        if (sep == ']')
+            break;
+        if (sep != ',')
+            return -1;
+    }
+    c->depth--;
+    return 0;
+}
+
+struct usectx { struct chunk *k; unsigned seen; };
+
+static int fn_cached(struct cur *c, const struct key *key, void *ctx)
+{
+    struct chunk *k = ctx;
+    return IS(key, "cached_tokens") ?
+           (k->cached_d != -3 ? -1 : val_count(c, &k->cached_d)) : 1;
+}
+
+static int fn_rdetails(struct cur *c, const struct key *key, void *ctx)
+{
+    struct chunk *k = ctx;
+    return IS(key, "reasoning_tokens") ?
+           (k->rsn_d != -3 ? -1 : val_count(c, &k->rsn_d)) : 1;
+}
+
+static int fn_usage(struct cur *c, const struct key *key, void *ctx)
+{
+    struct usectx *u = ctx;
+    struct chunk *k = u->k;
+
+    if (IS(key, "prompt_tokens"))
+        return once(&u->seen, 1) ? -1 : val_count(c, &k->in);
+    if (IS(key, "completion_tokens"))
+        return once(&u->seen, 2) ? -1 : val_count(c, &k->out);
+    if (IS(key, "reasoning_tokens"))
+        return once(&u->seen, 4) ? -1 : val_count(c, &k->rsn);
+    if (IS(key, "prompt_cache_hit_tokens"))
+        return once(&u->seen, 8) ? -1 : val_count(c, &k->cached_hit);
+    if (IS(key, "completion_tokens_details")) {
+        if (once(&u->seen, 16))
+            return -1;
+        k->rsn_d = -3;          /* -3: not met inside the object */
+        if (peek(c) != '{')
+            return 1;
+        return object(c, fn_rdetails, k);
+    }
+    if (IS(key, "prompt_tokens_details")) {
+        if (once(&u->seen, 32))
+            return -1;
+        k->cached_d = -3;
+        if (peek(c) != '{')
+            return 1;
+        return object(c, fn_cached, k);
+    }
+    return 1;
+}
+
+struct rootctx { struct chunk *k; unsigned seen; };
+
+static int fn_root(struct cur *c, const struct key *key, void *ctx)
+{
+    struct rootctx *rc = ctx;
+    struct chunk *k = rc->k;
+
+    if (IS(key, "model"))
+        return once(&rc->seen, 1) ? -1 : val_str(c, &k->model);
+    if (IS(key, "choices"))
+        return once(&rc->seen, 2) ? -1 : choices(c, k);
+    if (IS(key, "usage")) {
+        struct usectx u = { k, 0 };
+        if (once(&rc->seen, 4))
+            return -1;
+        if (peek(c) != '{')
+            return 1;           /* null: no usage */
+        k->has_usage = 1;
+        return object(c, fn_usage, &u);
+    }
+    if (IS(key, "error") || IS(key, "timings"))
+        return -1;              /* rare and rich: cJSON's path */
+    return 1;
+}
+
+static int scan(const char *data, size_t len, struct chunk *k, char *scratch)
+{
+    struct cur c = { data, data + len, scratch, scratch + SCRATCH, 0 };
+    struct rootctx rc = { k, 0 };
+
+    memset(k, 0, offsetof(struct chunk, ch));
+    k->in = k->out = k->rsn = k->cached_hit = -1;
+    k->rsn_d = k->cached_d = -1;
+    if (object(&c, fn_root, &rc) != 0)
+        return -1;
+    ws(&c);
+    return c.p == c.e ? 0 : -1;     /* trailing bytes: malformed */
+}
+
+/* an inner details count as tt_jint(tt_jget(u, details), key) gives it:
+ * -1 when the object or the key is absent (-3: object without the key) */
+static int64_t detail(int64_t v)
+{
+    return v == -3 ? -1 : v;
+}
+
+int tt_dec_openai_chat_fast(struct tt_stream *st, const char *data, size_t len)
+{
+    char scratch[SCRATCH];
+    struct chunk k;
+    unsigned i, t;
+
+    if (!tt_stream_fast || len >= SCRATCH || scan(data, len, &k, scratch) != 0)
+        return -1;
+
+    /* what openai_event() does with the tree, in its order */
+    tt_think_begin(&st->th, st->now);
+    if (st->r->s.model[0] == '\0')
+        tt_dec_model(st, k.model);
+    for (i = 0; i < k.nch; i++) {
+        const struct choice *ch = &k.ch[i];
+        const char *rs = ch->rc;
+
+        tt_dec_choice(st, ch->index >= 0 ? ch->index : (int64_t)i);
+        if (rs == NULL || rs[0] == '\0')
+            rs = ch->rs;
+        tt_dec_reasoning(st, rs);
+        tt_dec_answer(st, ch->content);
+        tt_dec_tool(st, ch->refusal);
+        for (t = 0; t < ch->ntool; t++) {
+            tt_dec_tool(st, ch->tool[t].name);
+            tt_dec_tool(st, ch->tool[t].args);
+        }
+        tt_dec_finish(st, ch->finish);
+    }
+    if (k.has_usage) {
+        int64_t rsn = detail(k.rsn_d), cached = detail(k.cached_d);
+        tt_dec_openai_usage_counts(st, k.in, k.out, rsn >= 0 ? rsn : k.rsn,
+                                   cached >= 0 ? cached : k.cached_hit,
+                                   tt_dec_streaming(st) && k.has_choices &&
+                                   k.nch == 0);
+    }
+    tt_think_end_event(&st->th);
+    return 0;
+}

@@ -1,0 +1,427 @@
+/*
+ * The openai.chat fast path (proxy/dec_openai_fast.c) against the cJSON
+ * path: every shared fixture, read as an OpenAI chat stream, whole, one byte
+ * at a time and in 30 random splits, with the fast path on and forced off
+ * must give the same tt_request (stats, token timestamps, digest, request
+ * error) and the same record, byte for byte; so must every event of the
+ * chat fixtures after thousands of random mutations (bytes replaced,
+ * inserted, removed), and a list of hand-written edge cases (duplicate
+ * keys, escapes, odd numbers, usage variants, tool calls, trailing bytes).
+ * Also checks the fast path does take the common chunks (instruction counts
+ * mean nothing if it silently always falls back).
+ *
+ * Fixtures: $TT_FIXTURES, else ../shared/fixtures/streams (relative to the
+ * repository root, where tests run).  Missing fixtures skip those tests.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <cmocka.h>
+
+#include "metrics/clock.h"
+#include "metrics/record.h"
+#include "metrics/request.h"
+#include "proxy/decode.h"
+#include "proxy/stream.h"
+
+static const char *fixture_dir(void)
+{
+    const char *d = getenv("TT_FIXTURES");
+    return d && d[0] ? d : "../shared/fixtures/streams";
+}
+
+static char *read_file(const char *name, size_t *len)
+{
+    char path[1024];
+    FILE *f;
+    char *buf;
+    long n;
+
+    snprintf(path, sizeof(path), "%s/%s", fixture_dir(), name);
+    f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)n * 2 + 64);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* .jsonl: one SSE data payload per line (the recorder format) */
+static char *as_sse(char *raw, size_t *len)
+{
+    char *out = malloc(*len * 2 + 64), *line = raw, *end;
+    size_t o = 0;
+
+    assert_non_null(out);
+    for (; line < raw + *len; line = end + 1) {
+        end = memchr(line, '\n', (size_t)(raw + *len - line));
+        if (end == NULL)
+            end = raw + *len;
+        if (end > line)
+            o += (size_t)sprintf(out + o, "data: %.*s\n\n", (int)(end - line), line);
+    }
+    free(raw);
+    *len = o;
+    return out;
+}
+
+static uint32_t rng(uint32_t *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return (*s >> 8) & 0xffffff;
+}
+
+struct result {
+    struct tt_request r;
+    char *line;
+};
+
+/* feed <buf> split by <mode> (0 whole, 1 byte by byte, else random) */
+static void run(const char *ct, const char *buf, size_t len, int mode, int fast,
+                struct result *out)
+{
+    struct tt_request *r = &out->r;
+    struct tt_metric_values m;
+    struct tt_stream *st;
+    const char *src;
+    uint32_t seed = (uint32_t)mode * 7919u;
+    size_t off = 0, n;
+
+    tt_stream_fast = fast;
+    tt_request_init(r);
+    r->has_digest = 1;
+    r->ts[TT_TS_REQUEST_COMPLETE] = 1000;
+    st = tt_stream_new(r, TT_API_OPENAI_CHAT, ct, TT_THINK_AUTO);
+    assert_non_null(st);
+    while (off < len) {
+        n = len - off;
+        if (mode == 1)
+            n = 1;
+        else if (mode >= 2)
+            n = 1 + rng(&seed) % (1u << (mode % 12));
+        if (n > len - off)
+            n = len - off;
+        tt_stream_feed(st, buf + off, n, 2000 + off + n);
+        off += n;
+    }
+    tt_stream_end(st, 1, 999999999u);
+    tt_stream_free(st);
+    r->ts[TT_TS_RESPONSE_COMPLETE] = 999999999u;
+    tt_metrics_compute(r, &m, &src);
+    out->line = tt_record_format(r, &m, src, NULL, &n);
+    assert_non_null(out->line);
+    tt_stream_fast = 1;
+}
+
+static void same(const struct result *a, const struct result *b, const char *what,
+                 int mode)
+{
+    if (strcmp(a->line, b->line) != 0)
+        fail_msg("%s mode %d: records differ\nfast: %scJSON: %s", what, mode,
+                 a->line, b->line);
+    if (memcmp(&a->r.s, &b->r.s, sizeof(a->r.s)) != 0)
+        fail_msg("%s mode %d: stream stats differ", what, mode);
+    assert_int_equal(a->r.n_token_ts, b->r.n_token_ts);
+    if (a->r.n_token_ts)
+        assert_memory_equal(a->r.token_ts, b->r.token_ts,
+                            a->r.n_token_ts * sizeof(a->r.token_ts[0]));
+    assert_memory_equal(a->r.ts, b->r.ts, sizeof(a->r.ts));
+    assert_true(a->r.digest == b->r.digest);
+    assert_int_equal(a->r.api, b->r.api);
+    assert_int_equal(a->r.err_code, b->r.err_code);
+    assert_true((a->r.err_type == NULL) == (b->r.err_type == NULL));
+    if (a->r.err_type)
+        assert_string_equal(a->r.err_type, b->r.err_type);
+}
+
+static void release(struct result *x)
+{
+    free(x->line);
+    tt_request_reset(&x->r);
+}
+
+/* both paths on <buf>; returns the fast run's events */
+static uint32_t compare(const char *ct, const char *buf, size_t len, int mode,
+                        const char *what)
+{
+    struct result a, b;
+    uint32_t ev;
+
+    run(ct, buf, len, mode, 1, &a);
+    run(ct, buf, len, mode, 0, &b);
+    same(&a, &b, what, mode);
+    ev = a.r.s.events;
+    release(&a);
+    release(&b);
+    return ev;
+}
+
+static const char *ctype_of(const char *name)
+{
+    size_t n = strlen(name);
+
+    if (n > 7 && strcmp(name + n - 7, ".ndjson") == 0)
+        return "application/x-ndjson";
+    if (n > 5 && strcmp(name + n - 5, ".json") == 0)
+        return "application/json";
+    return "text/event-stream";
+}
+
+static int fixtures_present(void)
+{
+    char path[1024];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/SOURCES.md", fixture_dir());
+    f = fopen(path, "r");
+    if (f == NULL) {
+        printf("SKIP: fixtures not found at %s (set TT_FIXTURES)\n", fixture_dir());
+        return 0;
+    }
+    fclose(f);
+    return 1;
+}
+
+/* every fixture in the directory, every split */
+static void test_fixtures_both_paths(void **state)
+{
+    DIR *d;
+    struct dirent *e;
+    unsigned files = 0;
+
+    (void)state;
+    if (!fixtures_present())
+        skip();
+    d = opendir(fixture_dir());
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        size_t len, n = strlen(e->d_name);
+        char *buf;
+        int mode;
+
+        if (e->d_name[0] == '.' || strcmp(e->d_name, "SOURCES.md") == 0)
+            continue;
+        buf = read_file(e->d_name, &len);
+        assert_non_null(buf);
+        if (n > 6 && strcmp(e->d_name + n - 6, ".jsonl") == 0)
+            buf = as_sse(buf, &len);
+        for (mode = 0; mode < 32; mode++)
+            compare(ctype_of(e->d_name), buf, len, mode, e->d_name);
+        free(buf);
+        files++;
+    }
+    closedir(d);
+    assert_true(files >= 10);
+}
+
+/* one event as a whole stream */
+static void one_event(const char *json, size_t n, const char *what)
+{
+    char *buf = malloc(n + 64);
+    size_t len;
+
+    assert_non_null(buf);
+    len = (size_t)sprintf(buf, "data: %.*s\n\ndata: [DONE]\n\n", (int)n, json);
+    compare("text/event-stream", buf, len, 0, what);
+    free(buf);
+}
+
+static void test_edge_cases(void **state)
+{
+    static const char *const cases[] = {
+        "{\"model\":\"a\",\"model\":\"b\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"x\",\"content\":\"y\"}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"a\\n\\\"b\\\\c\\/d\\te\\bf\\fg\\r\"}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"\\u00e9\\ud83d\\ude00\"}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"\\u0000cut\"}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"bad \\x escape\"}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"raw\ttab\"}}]}",
+        "{\"choices\":[{\"index\":1.0,\"delta\":{\"content\":\"x\"}}]}",
+        "{\"choices\":[{\"index\":-1,\"delta\":{\"content\":\"x\"}}]}",
+        "{\"choices\":[{\"index\":1e0,\"delta\":{\"content\":\"x\"}}]}",
+        "{\"choices\":[{\"index\":\"2\",\"delta\":{\"content\":\"x\"}}]}",
+        "{\"choices\":[{\"index\":007,\"delta\":{\"content\":\"x\"}}]}",
+        "{\"choices\":[{\"index\":3,\"delta\":{\"content\":\"x\"}},{\"delta\":{\"content\":\"y\"}}]}",
+        "{\"choices\":[{\"index\":1234567890123456789,\"delta\":{\"content\":\"x\"}}]}",
+        "{\"choices\":[{\"index\":0,\"delta\":null,\"message\":{\"content\":\"m\"}}]}",
+        "{\"choices\":[{\"index\":0,\"text\":\"t\"}]}",
+        "{\"choices\":{\"index\":0}}",
+        "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":7}}",
+        "{\"choices\":[],\"usage\":{\"prompt_tokens\":5.5,\"completion_tokens\":7}}",
+        "{\"choices\":[],\"usage\":{\"prompt_tokens\":null,\"completion_tokens\":\"7\"}}",
+        "{\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":7,\"completion_tokens_details\":{\"reasoning_tokens\":3},\"prompt_tokens_details\":{\"cached_tokens\":2}}}",
+        "{\"usage\":{\"completion_tokens_details\":null,\"reasoning_tokens\":4,\"prompt_tokens_details\":{},\"prompt_cache_hit_tokens\":1}}",
+        "{\"usage\":{\"completion_tokens_details\":{\"reasoning_tokens\":null},\"reasoning_tokens\":4}}",
+        "{\"usage\":{\"prompt_tokens\":1,\"prompt_tokens\":2}}",
+        "{\"usage\":null,\"choices\":[{\"delta\":{\"reasoning_content\":\"\",\"reasoning\":\"r\"}}]}",
+        "{\"choices\":[{\"delta\":{\"reasoning_content\":\"rc\",\"reasoning\":\"r\"}}]}",
+        "{\"choices\":[{\"delta\":{\"refusal\":\"no\",\"content\":null}}]}",
+        "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}]}}]}",
+        "{\"choices\":[{\"delta\":{\"tool_calls\":[1,\"x\",{\"function\":null},{\"function\":{\"name\":7}}]}}]}",
+        "{\"choices\":[{\"delta\":{\"tool_calls\":{\"function\":{\"name\":\"f\"}}}}]}",
+        "{\"choices\":[{\"delta\":{\"function_call\":{\"name\":\"f\",\"arguments\":\"{}\"}}}]}",
+        "{\"choices\":[{\"delta\":{\"function_call\":null,\"content\":\"c\"}}]}",
+        "{\"error\":{\"message\":\"boom\",\"type\":\"x\"}}",
+        "{\"error\":null,\"choices\":[{\"delta\":{\"content\":\"c\"}}]}",
+        "{\"choices\":[],\"timings\":{\"prompt_n\":3}}",
+        "{\"choices\":[{\"delta\":{\"content\":\"c\"},\"finish_reason\":\"stop\"}]} x",
+        "{\"choices\":[{\"delta\":{\"content\":\"c\"},\"finish_reason\":\"stop\"}]}  \r\n",
+        "  {\"choices\":[{\"delta\":{\"content\":\"c\"},\"finish_reason\":7}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"c\"}}],}",
+        "{\"a\":[1,2,{\"b\":[true,false,null,-0.5e+3,\"s\"]}],\"choices\":[{\"delta\":{\"content\":\"c\"}}]}",
+        "{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
+        "{\"a\":tru,\"choices\":[]}",
+        "{\"a\":01}",
+        "{\"a\":1.}",
+        "{\"a\":-}",
+        "{\"con\\u0074ent\":1,\"choices\":[{\"delta\":{\"con\\u0074ent\":\"u\"}}]}",
+        "{\"choices\":[{\"delta\":{\"cont\\nent\":\"u\"}}]}",
+        "[1,2]",
+        "\"just a string\"",
+        "{}",
+        "{\"choices\":[{\"delta\":{}}],\"model\":\"\"}",
+        "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"<think>a</think>b\"}}]}",
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        one_event(cases[i], strlen(cases[i]), cases[i]);
+}
+
+/* the data payloads of an SSE file, one by one */
+static void mutate_events(const char *buf, size_t len, uint32_t *seed, unsigned per)
+{
+    static const char alphabet[] = "\"\\{}[],:0123456789-+.eEnultrfsa \t\n\x01\xc3\xa9u/";
+    const char *p = buf, *end = buf + len;
+
+    while (p < end) {
+        const char *d = memmem(p, (size_t)(end - p), "data: ", 6), *nl;
+        char ev[8192];
+        size_t n;
+        unsigned k;
+
+        if (d == NULL)
+            break;
+        d += 6;
+        nl = memchr(d, '\n', (size_t)(end - d));
+        if (nl == NULL)
+            nl = end;
+        n = (size_t)(nl - d);
+        p = nl;
+        if (n + 8 > sizeof(ev) || (n >= 6 && memcmp(d, "[DONE]", 6) == 0))
+            continue;
+        one_event(d, n, "unmutated");
+        for (k = 0; k < per; k++) {
+            size_t m = n, pos, j, edits = 1 + rng(seed) % 3;
+
+            memcpy(ev, d, n);
+            for (j = 0; j < edits && m > 0; j++) {
+                char c = alphabet[rng(seed) % (sizeof(alphabet) - 1)];
+                pos = rng(seed) % m;
+                switch (rng(seed) % 3) {
+                case 0:
+                    ev[pos] = c;
+                    break;
+                case 1:
+                    memmove(ev + pos + 1, ev + pos, m - pos);
+                    ev[pos] = c;
+                    m++;
+                    break;
+                default:
+                    memmove(ev + pos, ev + pos + 1, m - pos - 1);
+                    m--;
+                    break;
+                }
+            }
+            /* a newline would end the SSE line: keep the event one line */
+            for (j = 0; j < m; j++)
+                if (ev[j] == '\n' || ev[j] == '\r')
+                    ev[j] = ' ';
+            one_event(ev, m, "mutated event");
+        }
+    }
+}
+
+static void test_mutations(void **state)
+{
+    static const char *const files[] = {
+        "vllm-0.24-chat-include_usage.sse",
+        "openai-chat-tool_calls-include_usage.sse",
+        "deepseek-chat-reasoning_content.sse",
+        "llamacpp-b10587-chat-n2-include_usage.sse",
+        "llamacpp-b10587-chat-include_usage-timings.sse",
+        "together-deepseek-r1-think-tags.sse",
+    };
+    uint32_t seed = 12345;
+    size_t i;
+
+    (void)state;
+    if (!fixtures_present())
+        skip();
+    for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        size_t len;
+        char *buf = read_file(files[i], &len);
+
+        if (buf == NULL)
+            fail_msg("fixture %s missing from %s", files[i], fixture_dir());
+        mutate_events(buf, len, &seed, 40);
+        free(buf);
+    }
+}
+
+/* the fast path does take the common chunk shapes (the figures in
+ * bench/README.md mean nothing if it silently always fell back) */
+static void test_fast_path_taken(void **state)
+{
+    static const char *const common[] = {
+        "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1786479604,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"1\"},\"logprobs\":null,\"finish_reason\":null,\"token_ids\":null}]}",
+        "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}],\"prompt_token_ids\":null}",
+        "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"total_tokens\":20,\"completion_tokens\":10}}",
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"think\"},\"finish_reason\":null}]}",
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"\"}}]},\"finish_reason\":\"tool_calls\"}]}",
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(common) / sizeof(common[0]); i++) {
+        struct tt_request r;
+        struct tt_stream *st;
+        char buf[1024];
+        size_t len = (size_t)snprintf(buf, sizeof(buf), "data: %s\n\ndata: [DONE]\n\n",
+                                      common[i]);
+
+        tt_request_init(&r);
+        st = tt_stream_new(&r, TT_API_OPENAI_CHAT, "text/event-stream", TT_THINK_AUTO);
+        assert_non_null(st);
+        tt_stream_feed(st, buf, len, 5);
+        if (st->fast_events != 1)
+            fail_msg("not read by the fast path: %s", common[i]);
+        tt_stream_end(st, 1, 10);
+        assert_int_equal(r.s.parse_errors, 0);
+        tt_stream_free(st);
+        tt_request_reset(&r);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fast_path_taken),
+        cmocka_unit_test(test_edge_cases),
+        cmocka_unit_test(test_fixtures_both_paths),
+        cmocka_unit_test(test_mutations),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
