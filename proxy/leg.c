@@ -23,6 +23,7 @@
  */
 #include "proxy/leg.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,11 +128,11 @@ static int rs_on_message_complete(llhttp_t *p)
 }
 
 static llhttp_settings_t rs_settings;
+static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 
+/* the parser callbacks, set once for all workers (legs start on any) */
 static void settings_init(void)
 {
-    if (rs_settings.on_message_complete != NULL)
-        return;
     llhttp_settings_init(&rs_settings);
     rs_settings.on_status = rs_on_status;
     rs_settings.on_header_field = rs_on_field;
@@ -151,7 +152,7 @@ static int leg_alloc(struct tt_leg *l, struct tt_worker *w,
 {
     const struct tt_config *cfg = w->cfg;
 
-    settings_init();
+    pthread_once(&settings_once, settings_init);
     l->w = w;
     l->t = t;
     l->timer = evtimer_new(w->base, leg_timer_cb, l);
