@@ -4,7 +4,8 @@
 set -u
 
 PKGS="build-essential clang pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
-libcmocka-dev libsystemd-dev node-llhttp curl openssl python3 prometheus systemd procps chromium groff-base postgresql"
+libcmocka-dev libsystemd-dev node-llhttp curl openssl python3 prometheus systemd procps chromium groff-base postgresql \
+libclang-rt-dev"
 
 missing=""
 # `sh scripts/deps.sh deb`: what `make deb` needs on top (dpkg-buildpackage, dh)
@@ -31,6 +32,10 @@ have_hdr systemd/sd-daemon.h      || missing="$missing libsystemd-dev"
 if ! pkg-config --exists libllhttp 2>/dev/null && [ ! -f /usr/share/llhttp/llhttp.c ]; then
     missing="$missing node-llhttp"
 fi
+# clang's sanitizer and libFuzzer runtimes (make fuzz, run by make test):
+# only a Recommends of clang, which --no-install-recommends leaves out
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1 || \
+    missing="$missing libclang-rt-dev"
 # chromium: the dashboard test loads /dashboard in headless Chromium
 # PostgreSQL's server binaries (initdb, pg_ctl) are not on PATH in Debian
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
