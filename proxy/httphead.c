@@ -62,7 +62,8 @@ static int append(struct tt_head *h, const char *at, size_t len)
         h->buf = p;
         h->cap = cap;
     }
-    memcpy(h->buf + h->len, at, len);
+    if (len > 0)                    /* a zero-length span: buf may still be NULL */
+        memcpy(h->buf + h->len, at, len);
     h->len += len;
     return 0;
 }
