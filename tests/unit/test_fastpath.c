@@ -23,39 +23,15 @@
 #include <dirent.h>
 #include <cmocka.h>
 
+#include "tests/unit/fixture.h"
+
 #include "metrics/clock.h"
 #include "metrics/record.h"
 #include "metrics/request.h"
 #include "proxy/decode.h"
 #include "proxy/stream.h"
 
-static const char *fixture_dir(void)
-{
-    const char *d = getenv("TT_FIXTURES");
-    return d && d[0] ? d : "../shared/fixtures/streams";
-}
 
-static char *read_file(const char *name, size_t *len)
-{
-    char path[1024];
-    FILE *f;
-    char *buf;
-    long n;
-
-    snprintf(path, sizeof(path), "%s/%s", fixture_dir(), name);
-    f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)n * 2 + 64);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 /* .jsonl: one SSE data payload per line (the recorder format) */
 static char *as_sse(char *raw, size_t *len)
@@ -212,7 +188,7 @@ static void test_fixtures_both_paths(void **state)
 
         if (e->d_name[0] == '.' || strcmp(e->d_name, "SOURCES.md") == 0)
             continue;
-        buf = read_file(e->d_name, &len);
+        buf = read_fixture(e->d_name, &len);
         assert_non_null(buf);
         if (n > 6 && strcmp(e->d_name + n - 6, ".jsonl") == 0)
             buf = as_sse(buf, &len);
@@ -372,7 +348,7 @@ static void test_mutations(void **state)
         skip();
     for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         size_t len;
-        char *buf = read_file(files[i], &len);
+        char *buf = read_fixture(files[i], &len);
 
         if (buf == NULL)
             fail_msg("fixture %s missing from %s", files[i], fixture_dir());

@@ -23,6 +23,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "tests/unit/fixture.h"
+
 #include "proxy/inject.h"
 
 /* ---- the request ------------------------------------------------------- */
@@ -221,33 +223,7 @@ static void test_filter_openai_shape(void **state)
     }
 }
 
-static const char *fixture_dir(void)
-{
-    const char *d = getenv("TT_FIXTURES");
-    return d && d[0] ? d : "../shared/fixtures/streams";
-}
 
-static char *read_fixture(const char *name, size_t *len)
-{
-    char path[1024];
-    FILE *f;
-    char *buf;
-    long n;
-
-    snprintf(path, sizeof(path), "%s/%s", fixture_dir(), name);
-    f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 /* the file without the byte ranges <cut> (pairs, ascending, 0-ended) */
 static char *without(const char *in, size_t len, const size_t *cut, size_t *out_len)

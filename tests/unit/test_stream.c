@@ -16,6 +16,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "tests/unit/fixture.h"
+
 #include "metrics/clock.h"
 #include "metrics/request.h"
 #include "proxy/httphead.h"
@@ -211,40 +213,13 @@ static const struct fx fixtures[] = {
       "small-llama.gguf", 0, NULL, 267, 521, 771, 521, 4311 },
 };
 
-static const char *fixture_dir(void)
-{
-    const char *d = getenv("TT_FIXTURES");
-    return d && d[0] ? d : "../shared/fixtures/streams";
-}
 
-static char *read_file(const char *dir, const char *name, size_t *len)
-{
-    char path[1024];
-    FILE *f;
-    char *buf;
-    long n;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 /* the bytes as the decoder sees them (see enum wrap) */
 static char *load(const struct fx *fx, size_t *len)
 {
     size_t n, cap, o = 0;
-    char *raw = read_file(fixture_dir(), fx->file, &n), *out, *line, *end;
+    char *raw = read_fixture(fx->file, &n), *out, *line, *end;
 
     if (raw == NULL)
         return NULL;
@@ -999,14 +974,14 @@ static void test_server_truth_nonstream_reasoning(void **state)
     struct tt_request r;
     struct tt_metric_values m;
     const char *source = NULL;
-    size_t len;
+    size_t len = 0;
     char *buf;
     int mode;
 
     (void)state;
     if (!fixtures_present())
         skip();
-    buf = read_file(fixture_dir(), "llamacpp-b10587-chat-nonstream-reasoning_content.json", &len);
+    buf = read_fixture("llamacpp-b10587-chat-nonstream-reasoning_content.json", &len);
     if (buf == NULL)
         fail_msg("fixture llamacpp-b10587-chat-nonstream-reasoning_content.json missing");
     for (mode = 0; mode < 8; mode++) {
@@ -1057,7 +1032,7 @@ static void test_ttft_decomposition(void **state)
     };
     struct tt_request r;
     struct tt_metric_values m;
-    size_t len;
+    size_t len = 0;
     char *buf;
     uint32_t i;
 
@@ -1078,7 +1053,7 @@ static void test_ttft_decomposition(void **state)
 
     if (!fixtures_present())
         skip();
-    buf = read_file(fixture_dir(), "llamacpp-b10587-native-completions-stream.sse", &len);
+    buf = read_fixture("llamacpp-b10587-native-completions-stream.sse", &len);
     assert_non_null(buf);
     {
         struct fx fx = { .file = "", .api = TT_API_LLAMACPP, .ctype = SSE };
