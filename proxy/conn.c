@@ -668,6 +668,7 @@ static void client_process(struct tt_conn *c)
     size_t n, avail;
 
     c->in_process = 1;
+again:
     for (;;) {
         if (c->closing)
             break;
@@ -748,6 +749,12 @@ static void client_process(struct tt_conn *c)
         }
     }
 out:
+    /* the request bytes of this read go to the upstream now; when that
+     * emptied an output that had stopped the body, read on */
+    if (tt_leg_push(&c->pri) && !c->closing &&
+        (c->rq == RQ_BODY || c->rq == RQ_HOLD || c->rq == RQ_TUNNEL) &&
+        evbuffer_get_length(in) > 0)
+        goto again;
     c->in_process = 0;
 }
 

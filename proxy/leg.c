@@ -338,6 +338,36 @@ struct evbuffer *tt_leg_output(struct tt_leg *l)
            ? bufferevent_get_output(l->up->bev) : l->out;
 }
 
+int tt_leg_push(struct tt_leg *l)
+{
+    struct evbuffer *out;
+
+    if (l->shadow || l->up == NULL || !l->up->direct ||
+        l->st == LEG_CONNECTING || l->st == LEG_IDLE)
+        return 0;
+    out = bufferevent_get_output(l->up->bev);
+    if (evbuffer_get_length(out) == 0 ||
+        (bufferevent_get_enabled(l->up->bev) & EV_WRITE))
+        return 0;                   /* nothing, or the bufferevent has it */
+    evbuffer_write(out, bufferevent_getfd(l->up->bev));
+    if (evbuffer_get_length(out) != 0) {
+        /* the socket is full (or failed): the bufferevent writes the
+         * rest, and reports an error through leg_event() */
+        bufferevent_enable(l->up->bev, EV_WRITE);
+        return 0;
+    }
+    {
+        uint64_t now = tt_now_mono();
+        if (l->queued_since != 0) {
+            tt_delay_observe(&l->w->delay, TT_DELAY_REQUEST, l->queued_since, now);
+            l->queued_since = 0;
+        }
+        if (l->sent_all && l->req->ts[TT_TS_REQUEST_SENT] == 0)
+            l->req->ts[TT_TS_REQUEST_SENT] = now;
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------ */
 /* shadows: the request copy                                           */
 
@@ -519,15 +549,12 @@ static int response_head(struct tt_leg *l)
     if (status == 101) {
         l->req->upgraded = 1;
         l->st = LEG_TUNNEL;
-        bufferevent_set_timeouts(l->up->bev, NULL, NULL);
+        tt_upstream_idle(l->up, 0);
         return 0;
     }
     l->st = LEG_BODY;
     tt_head_free(&l->rsh);          /* copied out: its buffers go back now */
-    {
-        struct timeval idle = { l->t->idle_ms / 1000, (l->t->idle_ms % 1000) * 1000 };
-        bufferevent_set_timeouts(l->up->bev, &idle, NULL);
-    }
+    tt_upstream_idle(l->up, l->t->idle_ms);
     return 0;
 }
 
@@ -650,11 +677,10 @@ void tt_leg_process(struct tt_leg *l)
             }
             return;
         case LEG_BODY:
-            if (!l->shadow) {       /* sink: backpressure from the client */
-                tt_conn_flush(l->c);        /* the head, when it came with this read */
-                if (tt_conn_full(l->c))
-                    return;                 /* resumed by the client's write callback */
-            }
+            /* sink: backpressure from the client (a head still staged
+             * goes out with this read's body, in one write) */
+            if (!l->shadow && tt_conn_full(l->c))
+                return;                     /* resumed by the client's write callback */
             n = tt_parse_buf(&l->rsp, in, 0, avail, &e, NULL);
             if (l->shadow || l->dechunk || l->inj != NULL) {
                 evbuffer_drain(in, n);
@@ -664,6 +690,8 @@ void tt_leg_process(struct tt_leg *l)
                 evbuffer_remove_buffer(in, tt_conn_stage(l->c), n);
                 tt_conn_flush(l->c);
             }
+            if (l->up->suspended)
+                tt_upstream_read_resume(l->up);     /* direct reads: room again */
             decode_side(l);
             if (e == HPE_PAUSED && l->msg_done) {
                 response_complete(l);
@@ -681,6 +709,8 @@ void tt_leg_process(struct tt_leg *l)
         case LEG_TUNNEL:
             if (!l->shadow && l->c != NULL) {
                 evbuffer_add_buffer(tt_conn_stage(l->c), in);
+                if (l->up->suspended)
+                    tt_upstream_read_resume(l->up);
                 tt_conn_flush(l->c);
                 tt_conn_tunnel_activity(l->c);
             }
@@ -754,7 +784,8 @@ static void leg_read(struct bufferevent *bev, void *arg)
 {
     struct tt_leg *l = arg;
     (void)bev;
-    l->now = tt_now_mono();
+    /* a direct read stamped itself right after recv() */
+    l->now = l->up != NULL && l->up->direct ? l->up->last_read : tt_now_mono();
     if (!l->got_bytes) {
         l->got_bytes = 1;           /* the server took the request */
         if (l->replay != NULL) {
@@ -860,7 +891,8 @@ void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
     l->req->ts[TT_TS_UPSTREAM_CONNECTED] = reused ? l->now : u->connected;
     if (u->tls_done)
         l->req->ts[TT_TS_UPSTREAM_TLS] = reused ? l->now : u->tls_done;
-    tt_nodelay(u->bev);
+    if (!reused)
+        tt_nodelay(u->bev);         /* once per connection */
     bufferevent_setcb(u->bev, leg_read, leg_write, leg_event, l);
     if (l->shadow) {
         /* a shadow never competes with the primary: lower priority, and
@@ -868,11 +900,18 @@ void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
         bufferevent_priority_set(u->bev, TT_PRIO_SHADOW);
         bufferevent_setwatermark(u->bev, EV_READ, 0, SHADOW_READ_BYTES);
         bufferevent_set_rate_limit(u->bev, l->t->rate);
-    } else {
-        bufferevent_setwatermark(u->bev, EV_READ, 0, CFG(l)->buffer_bytes);
     }
     bufferevent_set_timeouts(u->bev, NULL, NULL);
-    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    /* the primary reads a plain upstream directly (proxy/upstream.h) and
+     * writes to it at once (tt_leg_push); shadows and TLS keep the
+     * bufferevent's reads and writes (rate limit, SSL) */
+    if (!l->shadow && tt_upstream_read_direct(u, CFG(l)->buffer_bytes) == 0) {
+        bufferevent_disable(u->bev, EV_WRITE);
+    } else {
+        if (!l->shadow)
+            bufferevent_setwatermark(u->bev, EV_READ, 0, CFG(l)->buffer_bytes);
+        bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    }
     l->got_bytes = 0;
     if (reused && !l->retried && l->replay == NULL &&
         evbuffer_get_length(l->out) <= REPLAY_MAX &&
@@ -888,6 +927,10 @@ void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
         l->req->ts[TT_TS_REQUEST_SENT] = l->now;
     if (!l->shadow && l->c != NULL)
         tt_conn_upstream_ready(l->c);
+    /* a pooled connection is handed out inside the client's read, which
+     * pushes once it has added the body; a new one comes on its own */
+    if (!reused)
+        tt_leg_push(l);
 }
 
 void tt_leg_upstream_pending(struct tt_leg *l, struct tt_upconn *u)

@@ -122,6 +122,15 @@ void tt_leg_request_done(struct tt_leg *l, const struct tt_request *r);
 /* where the primary's request bytes go (the upstream connection's output) */
 struct evbuffer *tt_leg_output(struct tt_leg *l);
 
+/*
+ * The primary on a plain connection: write what its output holds to the
+ * socket now, rather than after the loop reports the socket writable
+ * (two epoll_ctl and a wake-up per request saved); what the socket does
+ * not take is left to the bufferevent.  Returns 1 when this emptied the
+ * output.  Called after request bytes were added (proxy/conn.c).
+ */
+int  tt_leg_push(struct tt_leg *l);
+
 /* run the response side again (the client made room) */
 void tt_leg_process(struct tt_leg *l);
 

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -152,6 +153,16 @@ static void on_grace(evutil_socket_t fd, short what, void *arg)
     event_base_loopexit(w->base, NULL);
 }
 
+/* ask worker <w> to drain, from any thread */
+static void worker_wake(struct tt_worker *w)
+{
+    uint64_t one = 1;
+
+    if (write(w->wake_fd, &one, sizeof(one)) < 0) {
+        /* the counter is already non-zero: the request is pending */
+    }
+}
+
 /* runs on the worker's own thread */
 static void on_drain(evutil_socket_t fd, short what, void *arg)
 {
@@ -159,11 +170,15 @@ static void on_drain(evutil_socket_t fd, short what, void *arg)
     struct tt_conn *c, *next;
     struct timeval grace = { w->cfg->drain_timeout_ms / 1000,
                              (w->cfg->drain_timeout_ms % 1000) * 1000 };
-    (void)fd;
+    uint64_t n;
     (void)what;
 
+    if (read(fd, &n, sizeof(n)) < 0) {
+        /* spurious wake-up: nothing to take */
+    }
     if (w->draining)
         return;
+    event_del(w->drain_ev);         /* asked once is enough */
     w->draining = 1;
     /* close the listening socket: new clients are refused by the kernel
      * (and go to another instance) instead of waiting in a backlog */
@@ -239,7 +254,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     if (srv->admin != NULL)
         tt_admin_set_draining(srv->admin, 1);
     for (i = 0; i < srv->nworkers; i++)
-        event_active(srv->workers[i].drain_ev, EV_READ, 0);
+        worker_wake(&srv->workers[i]);
 }
 
 /* the worker's listener: its own SO_REUSEPORT socket on --listen, or a
@@ -291,13 +306,23 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
                        struct tt_agg *agg)
 {
     memset(w, 0, sizeof(*w));
+    w->wake_fd = -1;
     w->id = id;
     w->srv = srv;
     w->cfg = &srv->cfg;
     w->up = &srv->up;
     w->agg = agg;
     tt_agg_add_delay(agg, &w->delay);
-    w->base = event_base_new();
+    /* one thread runs this loop and nothing else touches it (the drain
+     * request comes through an eventfd): no lock on the per-event path */
+    {
+        struct event_config *ec = event_config_new();
+        if (ec == NULL)
+            return -1;
+        event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
+        w->base = event_base_new_with_config(ec);
+        event_config_free(ec);
+    }
     if (w->base == NULL)
         return -1;
     /* three priorities: everything runs at the default (1); shadow legs'
@@ -311,7 +336,12 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
         w->dns = evdns_base_new(w->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (w->dns != NULL)
         evdns_base_load_hosts(w->dns, NULL);
-    w->drain_ev = event_new(w->base, -1, 0, on_drain, w);
+    w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->wake_fd < 0)
+        return -1;
+    w->drain_ev = event_new(w->base, w->wake_fd, EV_READ | EV_PERSIST, on_drain, w);
+    if (w->drain_ev == NULL || event_add(w->drain_ev, NULL) < 0)
+        return -1;
     w->grace_ev = evtimer_new(w->base, on_grace, w);
     return worker_listen(srv, w);
 }
@@ -327,6 +357,8 @@ static void worker_free(struct tt_worker *w)
         evconnlistener_free(w->listener);
     if (w->drain_ev)
         event_free(w->drain_ev);
+    if (w->wake_fd >= 0)
+        close(w->wake_fd);
     if (w->grace_ev)
         event_free(w->grace_ev);
     if (w->dns)
@@ -485,6 +517,8 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
     srv->workers = calloc(srv->nworkers, sizeof(*srv->workers));
     if (srv->workers == NULL)
         goto out;
+    for (i = 0; i < srv->nworkers; i++)
+        srv->workers[i].wake_fd = -1;   /* worker_free() on a failed start */
     for (i = 0; i < srv->nworkers; i++) {
         if (worker_init(srv, &srv->workers[i], (int)i, agg) < 0)
             goto out;
@@ -531,7 +565,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
     }
     /* worker 0 is done draining (or start-up failed); stop the others */
     for (i = 1; i < started; i++) {
-        event_active(srv->workers[i].drain_ev, EV_READ, 0);
+        worker_wake(&srv->workers[i]);
         pthread_join(srv->workers[i].thread, NULL);
     }
     if (rc == 0)

@@ -9,11 +9,14 @@
  */
 #include "proxy/upstream.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 
@@ -42,10 +45,26 @@ static void pool_unlink(struct tt_upconn *u)
     p->nidle--;
 }
 
+/* back to the bufferevent's own reads (the pool watches for EOF with them) */
+static void direct_stop(struct tt_upconn *u)
+{
+    if (!u->direct)
+        return;
+    event_del(u->rev);
+    if (u->idle_ev != NULL)
+        event_del(u->idle_ev);
+    u->direct = u->suspended = 0;
+    u->idle_ms = 0;
+}
+
 void tt_upstream_close(struct tt_upconn *u)
 {
     if (u == NULL)
         return;
+    if (u->rev != NULL)
+        event_free(u->rev);
+    if (u->idle_ev != NULL)
+        event_free(u->idle_ev);
     tt_tls_close(u->bev, 1);
     free(u);
 }
@@ -77,13 +96,15 @@ void tt_upstream_put(struct tt_upconn *u)
     /* servers close idle keep-alive connections (uvicorn, under vLLM,
      * after 5 s); closing ours first keeps a request from being written
      * into a connection the server is closing at that very moment */
-    {
-        struct timeval idle = { u->t->pool_idle_ms / 1000,
-                                (u->t->pool_idle_ms % 1000) * 1000 };
-        bufferevent_setcb(u->bev, pool_read, NULL, pool_event, u);
-        bufferevent_set_timeouts(u->bev, &idle, NULL);
+    bufferevent_setcb(u->bev, pool_read, NULL, pool_event, u);
+    if (u->direct) {
+        /* direct reads stay on: they see the server's close as well,
+         * and the next request needs no re-registration */
+        tt_upstream_read_resume(u);
+    } else {
+        bufferevent_enable(u->bev, EV_READ);
     }
-    bufferevent_enable(u->bev, EV_READ);
+    tt_upstream_idle(u, u->t->pool_idle_ms);
     u->next = p->idle;
     u->prev = NULL;
     if (p->idle)
@@ -203,4 +224,153 @@ int tt_upstream_new(struct tt_worker *w, const struct tt_target *t,
         return -1;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* direct reads (see upstream.h)                                       */
+
+static void direct_event(struct tt_upconn *u, short what)
+{
+    bufferevent_event_cb eventcb;
+    void *arg;
+
+    bufferevent_getcb(u->bev, NULL, NULL, &eventcb, &arg);
+    if (eventcb != NULL)
+        eventcb(u->bev, (short)(BEV_EVENT_READING | what), arg);
+}
+
+static void direct_suspend(struct tt_upconn *u)
+{
+    event_del(u->rev);
+    u->suspended = 1;
+}
+
+static void direct_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct tt_upconn *u = arg;
+    struct evbuffer *in = bufferevent_get_input(u->bev);
+    size_t len = evbuffer_get_length(in);
+    size_t room = u->high > len ? u->high - len : 0;
+    bufferevent_data_cb readcb;
+    void *cbarg;
+    ssize_t n;
+    (void)what;
+
+    if (room == 0) {
+        direct_suspend(u);
+        return;
+    }
+    if (room > sizeof(u->w->rbuf))
+        room = sizeof(u->w->rbuf);
+    n = recv(fd, u->w->rbuf, room, 0);
+    u->last_read = tt_now_mono();
+    if (n > 0) {
+        if (evbuffer_add(in, u->w->rbuf, (size_t)n) < 0) {
+            direct_stop(u);
+            errno = ENOMEM;
+            direct_event(u, BEV_EVENT_ERROR);
+            return;
+        }
+        if (len + (size_t)n >= u->high)
+            direct_suspend(u);
+        bufferevent_getcb(u->bev, &readcb, NULL, NULL, &cbarg);
+        if (readcb != NULL)
+            readcb(u->bev, cbarg);      /* may close <u> */
+        return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    /* as the bufferevent does: no more reads after EOF or an error */
+    direct_stop(u);
+    direct_event(u, n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR);
+}
+
+static void direct_idle(evutil_socket_t fd, short what, void *arg)
+{
+    struct tt_upconn *u = arg;
+    uint64_t now = tt_now_mono();
+    uint64_t limit = (uint64_t)u->idle_ms * 1000000u;
+    uint64_t quiet;
+    (void)fd;
+    (void)what;
+
+    if (u->suspended)           /* waiting for the client is not idleness */
+        u->last_read = now;
+    quiet = now - u->last_read;
+    if (quiet < limit) {
+        uint64_t left = limit - quiet;
+        struct timeval tv = { (time_t)(left / 1000000000u),
+                              (suseconds_t)(left % 1000000000u / 1000u) };
+        if (tv.tv_sec == 0 && tv.tv_usec == 0)
+            tv.tv_usec = 1;
+        evtimer_add(u->idle_ev, &tv);
+        return;
+    }
+    direct_stop(u);
+    direct_event(u, BEV_EVENT_TIMEOUT);
+}
+
+int tt_upstream_read_direct(struct tt_upconn *u, size_t high)
+{
+    evutil_socket_t fd = bufferevent_getfd(u->bev);
+
+    if (bufferevent_openssl_get_ssl(u->bev) != NULL || fd < 0)
+        return -1;
+    if (u->rev == NULL &&
+        (u->rev = event_new(u->w->base, fd, EV_READ | EV_PERSIST, direct_read, u)) == NULL)
+        return -1;
+    if (evbuffer_get_length(bufferevent_get_input(u->bev)) != 0)
+        return -1;              /* never: a handed-out connection has no input */
+    if (u->idle_ev != NULL)
+        event_del(u->idle_ev);  /* the pool's deadline */
+    bufferevent_disable(u->bev, EV_READ);
+    bufferevent_setwatermark(u->bev, EV_READ, 0, 0);
+    bufferevent_set_timeouts(u->bev, NULL, NULL);
+    u->high = high > 0 ? high : TT_READ_BYTES;
+    u->direct = 1;
+    u->suspended = 0;
+    u->idle_ms = 0;
+    u->last_read = tt_now_mono();
+    if (event_add(u->rev, NULL) < 0) {
+        u->direct = 0;
+        return -1;
+    }
+    return 0;
+}
+
+void tt_upstream_read_resume(struct tt_upconn *u)
+{
+    if (!u->suspended ||
+        evbuffer_get_length(bufferevent_get_input(u->bev)) >= u->high)
+        return;
+    u->suspended = 0;
+    u->last_read = tt_now_mono();
+    event_add(u->rev, NULL);
+}
+
+void tt_upstream_idle(struct tt_upconn *u, unsigned ms)
+{
+    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+    if (!u->direct) {
+        bufferevent_set_timeouts(u->bev, ms ? &tv : NULL, NULL);
+        return;
+    }
+    u->idle_ms = ms;
+    if (ms == 0) {
+        if (u->idle_ev != NULL)
+            event_del(u->idle_ev);
+        return;
+    }
+    if (u->idle_ev == NULL &&
+        (u->idle_ev = evtimer_new(u->w->base, direct_idle, u)) == NULL) {
+        /* no timer: fall back to the bufferevent's reads and timeout */
+        direct_stop(u);
+        bufferevent_setwatermark(u->bev, EV_READ, 0, u->high);
+        bufferevent_set_timeouts(u->bev, &tv, NULL);
+        bufferevent_enable(u->bev, EV_READ);
+        return;
+    }
+    u->last_read = tt_now_mono();
+    evtimer_add(u->idle_ev, &tv);
 }

@@ -10,9 +10,11 @@
 #ifndef TT_UPSTREAM_H
 #define TT_UPSTREAM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct bufferevent;
+struct event;
 struct tt_worker;
 struct tt_leg;
 struct tt_target;
@@ -27,6 +29,14 @@ struct tt_upconn {
     uint64_t            tls_done;   /* monotonic ns the handshake completed */
     unsigned            requests;   /* requests served */
     unsigned            connecting:1;
+
+    /* direct reads (tt_upstream_read_direct): plain TCP, the primary */
+    struct event       *rev;        /* owned, or NULL: the socket's read event */
+    struct event       *idle_ev;    /* owned, or NULL: the idle deadline */
+    uint64_t            last_read;  /* monotonic ns of the last read */
+    size_t              high;       /* no reads while the input holds this much */
+    unsigned            idle_ms;    /* 0: no idle deadline */
+    unsigned            direct:1, suspended:1;
 };
 
 /* the idle connections of one target on one worker (LIFO) */
@@ -52,5 +62,28 @@ void tt_upstream_put(struct tt_upconn *u);
 void tt_upstream_close(struct tt_upconn *u);
 /* close every pooled connection of every target (drain, shutdown) */
 void tt_upstream_close_idle(struct tt_worker *w);
+
+/*
+ * Direct reads.  libevent's bufferevent asks the kernel how much is
+ * readable (ioctl FIONREAD) before every read and re-arms the read
+ * timeout (a timer-heap update) after it: two costs per streamed event
+ * that a plain TCP upstream does not need.  A connection switched to
+ * direct reads is read by its own event: one recv() into the worker's
+ * scratch buffer, appended to the bufferevent's input, then the
+ * bufferevent's read callback, exactly as libevent would call it; EOF, a
+ * socket error and the idle deadline reach its event callback as
+ * BEV_EVENT_READING | EOF / ERROR / TIMEOUT.  The idle deadline is lazy:
+ * a read only stores its stamp, and the timer, when it fires, re-arms
+ * itself for what is left.  Writes stay with the bufferevent.
+ *
+ * tt_upstream_read_direct(): switch <u> (returns 0), or -1 for a TLS
+ * connection, which keeps the bufferevent's reads; <high> is the read
+ * watermark: no reads while the input holds that much, until
+ * tt_upstream_read_resume() finds it drained below.
+ * tt_upstream_idle(): the read idle deadline, either way (0 = none).
+ */
+int  tt_upstream_read_direct(struct tt_upconn *u, size_t high);
+void tt_upstream_read_resume(struct tt_upconn *u);
+void tt_upstream_idle(struct tt_upconn *u, unsigned ms);
 
 #endif

@@ -31,6 +31,9 @@ struct tt_listen_guard;
 #define TT_PRIO_COUNT  3
 #define TT_PRIO_SHADOW 2
 
+/* the most one direct upstream read takes (proxy/upstream.c) */
+#define TT_READ_BYTES (64 * 1024)
+
 struct tt_worker {
     int                    id;
     struct tt_server      *srv;        /* borrowed: the process */
@@ -55,8 +58,12 @@ struct tt_worker {
     unsigned               nlegs;
 
     unsigned               draining:1;
-    struct event          *drain_ev;   /* asks the loop to drain (any thread) */
+    int                    wake_fd;    /* owned: eventfd, written to ask for a drain */
+    struct event          *drain_ev;   /* reads <wake_fd> on the loop's thread */
     struct event          *grace_ev;   /* drain deadline */
+
+    /* direct upstream reads land here before their bufferevent's input */
+    unsigned char          rbuf[TT_READ_BYTES];
 };
 
 /* a request started (its first byte arrived) */

@@ -105,6 +105,24 @@ def test_upstream_idle_mid_stream_504_recorded(t):
     t.eq((rec.get("error") or {}).get("type"), "upstream_idle_timeout", "error.type")
 
 
+def test_upstream_idle_deadline_moves_with_every_read(t):
+    """the upstream idle deadline counts from the last byte read, not from
+    the response head: a stream whose gaps (200 ms) are each shorter than
+    --upstream-idle-timeout (500 ms) but which lasts four times as long is
+    delivered whole and recorded as a success (the primary's reads are
+    direct, with a lazily re-armed deadline: proxy/upstream.h)"""
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=["--upstream-idle-timeout", "500ms"])
+    r = px.post("/v1/chat/completions",
+                harness.chat_body({"tokens": 10, "ttft_ms": 10, "gap_ms": 200}))
+    t.eq(r.status, 200, "status")
+    t.check(r.complete, "body cut although no gap reached the idle deadline")
+    t.eq(r.body.count(b'"content":"tok'), 10, "token events delivered")
+    rec = px.records(1)[0]
+    t.eq(rec.get("error"), None, "record error")
+    t.eq(rec["metrics"]["output_sequence_length"]["value"], 10, "output tokens")
+
+
 def test_rejected_request_record_has_request_id(t):
     """a request rejected while its head is parsed (here: space before the
     colon) or cut at the head deadline is still recorded with an
