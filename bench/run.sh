@@ -267,6 +267,56 @@ if ! skip wrk2; then
     kill "$tt2_PID" 2>/dev/null
 fi
 
+if ! skip wrkr; then
+    # the same worker counts at a fixed, unsaturated rate (200 streams x 50
+    # ev/s = 10,000 events/s), the proxies not pinned, so that 2 threads
+    # can use 2 CPUs: CPU per event and its split over the threads
+    kill "$tt2_PID" 2>/dev/null
+    PINP_SAVE=$PINP; PINP=""
+    start_tt tr1 1 ""
+    start_tt tr2 2 ""
+    PINP=$PINP_SAVE
+    r=1
+    while [ $r -le "$ROUNDS" ]; do
+        for c in tr1 tr2; do
+            load wrkr "$c" $r --streams 200 --ttft 20 --tokens 100 --gap 20 --warmup 1 --duration 3
+        done
+        r=$((r + 1))
+    done
+    kill "$tr1_PID" "$tr2_PID" 2>/dev/null
+fi
+
+# syscalls per delivered event (strace -c on the proxy for 3 s of the load;
+# counts, not times: strace slows the proxy, so only the fixed-rate load
+# is representative, and the gap-0 load is shown for what coalescing does)
+if ! skip sys && command -v strace >/dev/null 2>&1; then
+    for c in $CFGS; do
+        [ "$c" = direct ] && continue
+        eval "spid=\$${c}_PID"
+        for w in "sys100:--streams 100 --ttft 20 --tokens 100 --gap 20" \
+                 "systput:--streams 32 --ttft 0 --tokens 2000 --gap 0 --ramp 0"; do
+            t=${w%%:*}
+            (sleep 1.5; timeout -s INT 3 strace -c -f -p "$spid" -o "$T/strace.$t.$c" >/dev/null 2>&1) &
+            stp=$!
+            # shellcheck disable=SC2086
+            load "$t" "$c" 1 ${w#*:} --warmup 1 --duration 4
+            wait "$stp"
+            # the strace window is 3 s of the load's steady rate
+            ev=$(sed -n "s/^test=$t cfg=$c round=1 .* evps=\([0-9.]*\).*/\1/p" "$RES" | tail -1)
+            awk -v t="$t" -v c="$c" -v ev="${ev:-0}" '
+                /^-/ || /^%/ || NF < 5 { next }
+                { n = $4; name = $NF }
+                name == "total" { tot = n; next }
+                { k = name; if (k ~ /^(recv|recvfrom|read|readv)$/) k = "read"; else if (k ~ /^(writev|write|send|sendto|sendmsg)$/) k = "write";
+                  else if (k != "epoll_wait" && k != "epoll_ctl" && k != "ioctl") k = "other"; m[k] += n }
+                END { if (ev <= 0 || tot == "") exit
+                      printf "test=%s_calls cfg=%s round=1 per_event=%.3f", t, c, tot / 3 / ev
+                      for (k in m) printf " %s=%.3f", k, m[k] / 3 / ev
+                      printf "\n" }' "$T/strace.$t.$c" >>"$RES"
+        done
+    done
+fi
+
 if ! skip ttft; then
     # 200 streams of 20 tokens, 50 ev/s each: ~10k events/s and ~450 requests/s
     r=1
@@ -338,6 +388,18 @@ function cpuev(c,   r, n, a, i, j, x) {
     for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
     return ((n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2) " " a[1] " " a[n]
 }
+# CPU per event of <c> / nginx's, paired within each round of test <t>: "median min max"
+function ratio(t, c,   r, n, a, i, j, x) {
+    n = 0
+    for (r = 1; r <= rounds; r++)
+        if ((t SUBSEP c SUBSEP "evps" SUBSEP r) in rv && (t SUBSEP "nginx" SUBSEP "evps" SUBSEP r) in rv &&
+            rv[t, c, "evps", r] > 0 && rv[t, "nginx", "evps", r] > 0 && rv[t, "nginx", "cpu0_pct", r] > 0)
+            a[++n] = (rv[t, c, "cpu0_pct", r] / rv[t, c, "evps", r]) / (rv[t, "nginx", "cpu0_pct", r] / rv[t, "nginx", "evps", r])
+    if (!n) return ""
+    for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
+    return ((n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2) " " a[1] " " a[n]
+}
+function rat(x,   p) { if (x == "") return "-"; split(x, p, " "); return sprintf("%.3f [%.3f %.3f]", p[1], p[2], p[3]) }
 function fmt(x, d) { return x == "" ? "-" : sprintf("%." d "f", x) }
 function ms(x) { return x == "" ? "-" : sprintf("%.3f", x / 1000) }
 function add(x, y) { return (x == "" || y == "") ? "-" : sprintf("%+.3f", (x - y) / 1000) }
@@ -400,6 +462,32 @@ END {
             pc = g("tput", c, "cpu0_pct"); sc = g("tput", c, "cpu1_pct")
             if (c == "direct") printf "%-18s | %9.0f %9s %7.0f%% %10s %12s\n", name[c], e, "-", sc, "-", "-"
             else { split(cpuev(c), q, " "); printf "%-18s | %9.0f %8.0f%% %7.0f%% %10.2f %12.0f   [%.2f %.2f]\n", name[c], e, pc, sc, pc * 10000 / e, e * 100 / pc, q[2], q[3] } }
+    }
+    if (has["tput"] || has["lat100"]) {
+        printf "\nCPU per event relative to nginx, paired within each round: median [min max] over %d rounds (< 1: cheaper than nginx)\n", rounds
+        printf "%-18s | %-26s | %-26s\n", "config", "32 streams, gap 0", "100 streams x 50 ev/s"
+        for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || c == "nginx") continue
+            if (ratio("tput", c) == "" && ratio("lat100", c) == "") continue
+            printf "%-18s | %-26s | %-26s\n", name[c], rat(ratio("tput", c)), rat(ratio("lat100", c)) }
+        printf "%-18s | %-26s | %-26s\n", "nginx (us/event)", fmt(cpuev("nginx"), 2) == "-" ? "-" : sprintf("%.2f", g("tput", "nginx", "cpu0_pct") * 10000 / g("tput", "nginx", "evps")),
+            g("lat100", "nginx", "evps") == "" ? "-" : sprintf("%.2f", g("lat100", "nginx", "cpu0_pct") * 10000 / g("lat100", "nginx", "evps"))
+    }
+    if (has["sys100_calls"] || has["systput_calls"]) {
+        printf "\nSyscalls per delivered event (strace -c, 3 s of the load)\n"
+        printf "%-18s | %-44s | %-44s\n", "", "100 streams x 50 ev/s", "32 streams, gap 0 (slowed by strace)"
+        printf "%-18s | %6s %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s\n", "config", "all", "wait", "read", "write", "ctl", "other", "all", "wait", "read", "write", "ctl", "other"
+        for (i = 1; i <= no; i++) { c = order[i]; if (g("sys100_calls", c, "per_event") == "" && g("systput_calls", c, "per_event") == "") continue
+            printf "%-18s |", name[c]
+            for (q = 1; q <= 2; q++) { t = q == 1 ? "sys100_calls" : "systput_calls"
+                printf " %6s %6s %6s %6s %6s %6s%s", fmt(g(t, c, "per_event"), 2), fmt(g(t, c, "epoll_wait"), 2), fmt(g(t, c, "read"), 2),
+                    fmt(g(t, c, "write"), 2), fmt(g(t, c, "epoll_ctl"), 2), fmt(g(t, c, "other") + g(t, c, "ioctl"), 2), q == 1 ? " |" : "\n" } }
+    }
+    if (has["wrkr"]) {
+        printf "\n--workers at a fixed rate, 200 streams x 50 ev/s, proxies not pinned (median of %d rounds)\n", rounds
+        printf "%-22s | %9s %9s %10s  %s\n", "config", "events/s", "proxy CPU", "us CPU/ev", "per-thread CPU (last round)"
+        for (i = 1; i <= no; i++) { c = order[i]; e = g("wrkr", c, "evps"); if (e == "") continue
+            printf "%-22s | %9.0f %8.1f%% %10.2f  %s\n", (c == "tr1" ? "tokentap --workers 1" : "tokentap --workers 2"), e, g("wrkr", c, "cpu0_pct"),
+                g("wrkr", c, "cpu0_pct") * 10000 / e, thr[c] }
     }
     if (has["wrk2"]) {
         printf "\n--workers scaling, 64 streams x 2000 events, gap 0 (median of %d rounds)\n", rounds

@@ -356,25 +356,34 @@ static void on_io(struct conn *c, uint32_t evs)
     }
 }
 
-static long long proc_cpu_ticks(int pid)
+/* CPU time of one task in ns: schedstat's on-CPU time (exact), else the
+ * utime + stime ticks of its stat (10 ms steps) */
+static long long task_cpu_ns(const char *dir)
 {
-    char path[64], b[2048];
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    size_t n = fread(b, 1, sizeof(b) - 1, f);
+    char path[400], b[2048];
+    FILE *f;
+    size_t n;
+    unsigned long long run = 0, ut = 0, st = 0;
+
+    snprintf(path, sizeof(path), "%s/schedstat", dir);
+    if ((f = fopen(path, "r")) != NULL) {
+        int ok = fscanf(f, "%llu", &run) == 1;
+        fclose(f);
+        if (ok) return (long long)run;
+    }
+    snprintf(path, sizeof(path), "%s/stat", dir);
+    if (!(f = fopen(path, "r"))) return -1;
+    n = fread(b, 1, sizeof(b) - 1, f);
     fclose(f);
     b[n] = 0;
     char *p = strrchr(b, ')');
-    if (!p) return -1;
-    unsigned long long ut = 0, st = 0;
     /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
-    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -1;
-    return (long long)(ut + st);
+    return (long long)((ut + st) * (1000000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK)));
 }
 
-/* per-thread CPU ticks of <pid>, up to 16 threads; returns the count */
+/* per-thread CPU ns of <pid>, up to 16 threads; returns the count */
 static int thread_ticks(int pid, int *tid, long long *ticks)
 {
     char path[64];
@@ -385,22 +394,27 @@ static int thread_ticks(int pid, int *tid, long long *ticks)
     if (!d) return 0;
     while ((e = readdir(d)) && n < 16) {
         if (e->d_name[0] == '.') continue;
-        char p2[320], b[1024];
-        snprintf(p2, sizeof(p2), "/proc/%d/task/%s/stat", pid, e->d_name);
-        FILE *f = fopen(p2, "r");
-        if (!f) continue;
-        size_t k = fread(b, 1, sizeof(b) - 1, f);
-        fclose(f);
-        b[k] = 0;
-        char *q = strrchr(b, ')');
-        unsigned long long ut, st;
-        if (q && sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2) {
+        char p2[300];
+        snprintf(p2, sizeof(p2), "/proc/%d/task/%.200s", pid, e->d_name);
+        long long ns = task_cpu_ns(p2);
+        if (ns >= 0) {
             tid[n] = atoi(e->d_name);
-            ticks[n++] = (long long)(ut + st);
+            ticks[n++] = ns;
         }
     }
     closedir(d);
     return n;
+}
+
+/* CPU ns of every thread of <pid> together */
+static long long proc_cpu_ticks(int pid)
+{
+    int tid[16];
+    long long ns[16], sum = 0;
+    int n = thread_ticks(pid, tid, ns);
+    if (n == 0) return -1;
+    for (int i = 0; i < n; i++) sum += ns[i];
+    return sum;
 }
 
 static long proc_rss_kb(int pid)
@@ -694,7 +708,7 @@ int main(int argc, char **argv)
            ttft_all.n ? ttft_all.v[ttft_all.n - 1] / 1e3 : NAN, 100 * self_cpu / win);
     for (int i = 0; i < opt.ncpu; i++)
         printf(" cpu%d_pct=%.1f", i, cpu0[i] < 0 || cpu1[i] < 0 ? NAN
-               : 100.0 * (double)(cpu1[i] - cpu0[i]) / (double)sysconf(_SC_CLK_TCK) / win);
+               : 100.0 * (double)(cpu1[i] - cpu0[i]) / 1e9 / win);
     if (nthr1 > 1) {   /* threads that used CPU in the window */
         printf(" threads_pct=");
         int first = 1;
@@ -702,7 +716,7 @@ int main(int argc, char **argv)
             for (int j = 0; j < nthr0; j++)
                 if (tid0[j] == tid1[i] && thr1[i] > thr0[j]) {
                     printf("%s%.0f", first ? "" : ",",
-                           100.0 * (double)(thr1[i] - thr0[j]) / (double)sysconf(_SC_CLK_TCK) / win);
+                           100.0 * (double)(thr1[i] - thr0[j]) / 1e9 / win);
                     first = 0;
                 }
         if (first) printf("0");
