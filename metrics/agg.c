@@ -574,15 +574,102 @@ static void fam_observe(const struct tt_agg *a, struct series *s, int f, double 
     s->h[f].count++;
 }
 
+/*
+ * The inter-chunk gaps of one request, bucketed before the aggregator's
+ * lock is taken: one observation per gap is per-event work, and a
+ * 100,000-token answer must not hold the lock that every worker's
+ * request end takes.  Under the lock only the distinct buckets are added
+ * (tt_wcursor_add).  Gaps beyond GAP_DISTINCT distinct window buckets
+ * (rare: 64 sub-buckets per octave) are recorded one by one from <rest>.
+ */
+#define GAP_DISTINCT 96
+
+struct gaps {
+    unsigned nd, last;
+    uint32_t rest, ngaps;
+    uint16_t idx[GAP_DISTINCT];
+    uint32_t n[GAP_DISTINCT];
+    uint64_t count, sum, min, max;          /* us: the window histogram */
+    uint64_t fb[TT_AGG_MAX_BUCKETS + 1];    /* the family's buckets */
+    double   fsum;
+    uint64_t fcount;
+};
+
+static void gaps_collect(const struct tt_agg *a, const struct tt_request *r, struct gaps *g)
+{
+    const double *b = a->bounds[TT_FAM_ICL];
+    unsigned nb = a->nb[TT_FAM_ICL];
+    uint32_t i;
+
+    g->nd = g->last = 0;
+    g->ngaps = tt_icl_count(r);
+    g->rest = g->ngaps;
+    g->count = g->sum = g->max = 0;
+    g->min = UINT64_MAX;
+    memset(g->fb, 0, (nb + 1) * sizeof(g->fb[0]));
+    g->fsum = 0;
+    g->fcount = 0;
+    for (i = 0; i < g->ngaps; i++) {
+        uint64_t ns = tt_icl_ns(r, i);
+        uint64_t us = (ns + 500) / 1000;
+        double v = (double)ns / 1e9;
+        unsigned lo = 0, hi = nb;
+        while (lo < hi) {           /* first bound >= v, or nb (+Inf) */
+            unsigned mid = (lo + hi) / 2;
+            if (v <= b[mid])
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        g->fb[lo]++;
+        g->fsum += v;
+        g->fcount++;
+        if (i < g->rest) {
+            unsigned x = tt_hist_index(us), j = g->last;
+            if (j >= g->nd || g->idx[j] != x)
+                for (j = 0; j < g->nd && g->idx[j] != x; j++)
+                    ;
+            if (j == g->nd) {
+                if (g->nd == GAP_DISTINCT) {
+                    g->rest = i;    /* the rest one by one, under the lock */
+                    continue;
+                }
+                g->idx[g->nd] = (uint16_t)x;
+                g->n[g->nd++] = 0;
+            }
+            g->n[j]++;
+            g->last = j;
+            g->count++;
+            g->sum += us;
+            if (us < g->min)
+                g->min = us;
+            if (us > g->max)
+                g->max = us;
+        }
+    }
+}
+
+static void gaps_family(const struct tt_agg *a, struct series *s, const struct gaps *g)
+{
+    struct fam_hist *h = &s->h[TT_FAM_ICL];
+
+    for (unsigned k = 0; k <= a->nb[TT_FAM_ICL]; k++)
+        h->b[k] += g->fb[k];
+    h->sum += g->fsum;
+    h->count += g->fcount;
+}
+
 int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
                       const struct tt_metric_values *m,
                       const struct tt_slo_result *slo, uint64_t now_ns)
 {
     enum tt_outcome oc = tt_request_outcome(r);
     int good = slo != NULL && slo->good && oc == TT_OUT_OK;
-    uint32_t ngaps = tt_icl_count(r);
     struct tt_wcursor c;
+    struct gaps g;
 
+    if (oc == TT_OUT_OK)
+        gaps_collect(a, r, &g);     /* outside the lock */
     pthread_mutex_lock(&a->mu);
 
     struct tt_wstats *ws = &a->w[upstream_index(a, r->upstream_name ? r->upstream_name
@@ -605,7 +692,8 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
         for (int i = 0; i < TT_M__COUNT; i++)
             if (m->present & (1u << i))
                 tt_wcursor_record(ws, &c, (unsigned)i, to_window(i, m->v[i]));
-        for (uint32_t i = 0; i < ngaps; i++)
+        tt_wcursor_add(ws, &c, WH_ICL, g.idx, g.n, g.nd, g.count, g.sum, g.min, g.max);
+        for (uint32_t i = g.rest; i < g.ngaps; i++)
             tt_wcursor_record(ws, &c, WH_ICL, (tt_icl_ns(r, i) + 500) / 1000);
     }
 
@@ -651,8 +739,7 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
                 v /= 1000.0;
             fam_observe(a, s, f, v);
         }
-        for (uint32_t i = 0; i < ngaps; i++)
-            fam_observe(a, s, TT_FAM_ICL, (double)tt_icl_ns(r, i) / 1e9);
+        gaps_family(a, s, &g);
     }
     int rc = a->semconv_mode == TT_SEMCONV_TOKENTAP ? 0
              : tt_semconv_observe(a->sc, s->upstream, mlabel, r, m, oc == TT_OUT_OK);

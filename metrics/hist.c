@@ -205,6 +205,25 @@ void tt_wcursor_record(struct tt_wstats *w, const struct tt_wcursor *c,
         tt_hist_record(&w->ring[k].h[(size_t)c->slot[k] * w->nhist + hist], v);
 }
 
+void tt_wcursor_add(struct tt_wstats *w, const struct tt_wcursor *c, unsigned hist,
+                    const uint16_t *idx, const uint32_t *n, unsigned nd,
+                    uint64_t count, uint64_t sum, uint64_t min, uint64_t max)
+{
+    if (hist >= w->nhist || count == 0)
+        return;
+    for (int k = 0; k < TT_WIN__COUNT; k++) {
+        struct tt_hist *h = &w->ring[k].h[(size_t)c->slot[k] * w->nhist + hist];
+        for (unsigned j = 0; j < nd; j++)
+            h->b[idx[j]] += n[j];
+        h->count += count;
+        h->sum += sum;
+        if (min < h->min)
+            h->min = min;
+        if (max > h->max)
+            h->max = max;
+    }
+}
+
 void tt_wcursor_count(struct tt_wstats *w, const struct tt_wcursor *c,
                       unsigned counter, uint64_t delta)
 {

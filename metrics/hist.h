@@ -105,6 +105,15 @@ void tt_wcursor_record(struct tt_wstats *w, const struct tt_wcursor *c,
                        unsigned hist, uint64_t v);
 void tt_wcursor_count(struct tt_wstats *w, const struct tt_wcursor *c,
                       unsigned counter, uint64_t delta);
+/*
+ * Values bucketed by the caller (tt_hist_index): <n>[j] values in bucket
+ * <idx>[j], j < <nd>, and their exact count, sum, min and max, added to
+ * histogram <hist> of every window: the same result as recording each
+ * value, for O(distinct buckets) work under the caller's lock.
+ */
+void tt_wcursor_add(struct tt_wstats *w, const struct tt_wcursor *c, unsigned hist,
+                    const uint16_t *idx, const uint32_t *n, unsigned nd,
+                    uint64_t count, uint64_t sum, uint64_t min, uint64_t max);
 
 /*
  * Add window <win> as seen at <now_ns> into <hists> (nhist, initialised by
