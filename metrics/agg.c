@@ -147,6 +147,7 @@ struct series {
     uint64_t       viol[TT_M__COUNT];
     uint64_t       tokens[TOK__COUNT];
     uint64_t       cached_input;    /* server-reported cached prompt tokens */
+    uint64_t       injected;        /* requests --inject-usage rewrote */
     uint64_t       token_events;
     uint64_t       parse_errors;
     uint64_t       errors[NERR];    /* by err_names[] */
@@ -722,6 +723,8 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
         s->cached_input += (uint64_t)m->v[TT_M_CACHED_INPUT];
     s->token_events += r->s.token_events;
     s->parse_errors += r->s.parse_errors;
+    if (r->usage_injected)
+        s->injected++;
     {
         int code;
         const char *type, *msg;
@@ -810,6 +813,7 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
         for (int i = 0; i < TOK__COUNT; i++)
             d->tokens[i] += s->tokens[i];
         d->cached_input += s->cached_input;
+        d->injected += s->injected;
         d->token_events += s->token_events;
         d->parse_errors += s->parse_errors;
         for (unsigned i = 0; i < NERR; i++)
@@ -992,6 +996,12 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
     for (struct series *s = a->first; s != NULL; s = s->order)
         evbuffer_add_printf(out, "tokentap_cached_input_tokens_total{%s} %llu\n",
                             s->labels, (unsigned long long)s->cached_input);
+
+    family_head(out, "tokentap_usage_injected_total", "counter",
+                "Requests whose body --inject-usage rewrote to ask for usage.");
+    for (struct series *s = a->first; s != NULL; s = s->order)
+        evbuffer_add_printf(out, "tokentap_usage_injected_total{%s} %llu\n",
+                            s->labels, (unsigned long long)s->injected);
 
     family_head(out, "tokentap_token_events_total", "counter",
                 "Stream events carrying answer, reasoning or tool-call text.");

@@ -20,6 +20,7 @@ import os
 
 import harness
 from harness import Conn, FakeUpstream, build_request, sse_events, timeout
+from test_slo import scrape, total
 
 SPLITS = [("none", 1), ("random", 7), ("random", 99991), ("byte", 1)]
 TOKENS = 9
@@ -231,6 +232,29 @@ def test_untouched_requests(t):
     r = post(off, "/v1/chat/completions", chat({"replay": path}))
     assert r.body == data
     assert "usage_injected" not in last_record(off, 3)["metadata"]
+
+
+def test_injected_requests_are_counted(t):
+    """tokentap_usage_injected_total counts the requests --inject-usage
+    rewrote, and only those: two streams without include_usage are, a
+    stream that asks itself and a non-streaming request are not; the
+    records say the same"""
+    path, data = stream_file(t)
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=INJECT, admin="auto")
+    for _ in range(2):
+        r = post(px, "/v1/chat/completions", chat({"replay": path}))
+        t.eq(r.body, without_usage(data), "client bytes of an injected request")
+    r = post(px, "/v1/chat/completions",
+             chat({"replay": path}, stream_options={"include_usage": True}))
+    t.eq(r.body, data, "client bytes of a request that asked itself")
+    t.eq(post(px, "/v1/chat/completions", chat({"tokens": 3}, stream=False)).status, 200,
+         "non-streaming status")
+    recs = px.records(4)
+    t.eq(sum(1 for r in recs if r["metadata"].get("usage_injected")), 2, "records injected")
+    text = scrape(t, px)
+    t.eq(total(text, "tokentap_usage_injected_total", api="openai.chat"), 2,
+         "tokentap_usage_injected_total")
 
 
 SSE_REPLY = (b'data: {"id":"x","choices":[{"index":0,"delta":{"content":"hi"},'
