@@ -11,6 +11,7 @@
 # which cancels start-up and shutdown.  Events are paced (gap_ms) so that each
 # upstream read carries one event, the costly case a live stream has.
 # Workloads: the sim's own OpenAI chat stream (100 tokens, usage on), the
+# same forwarded by nginx (sim-nginx: no decoding, for comparison), the
 # same with one shadow (--shadow cand=URL, every request mirrored), and
 # replays of the vLLM and OpenAI chat fixtures (../shared/fixtures/streams;
 # skipped with a message when missing).  Prints one line per workload:
@@ -69,8 +70,61 @@ workload() { # NAME BODY
     fi
 }
 
+# the same count for nginx forwarding the same streams (proxy_buffering off,
+# as in bench/run.sh): what a proxy that does not decode spends in user
+# space.  nginx takes its listening socket from `sse_load --listen-exec`
+# (NGINX="3;") and forks one worker, which callgrind follows (one file per
+# process: the worker's is the one that served); events per request are
+# the sim's, as tokentap counted them.
+nginx_run() { # K BODY -> prints "IR"
+    d=$T/ng.$1; mkdir -p "$d"
+    cat >"$d/nginx.conf.in" <<EOF
+daemon off; master_process on; worker_processes 1; pid $d/nginx.pid;
+error_log $d/error.log warn;
+events { worker_connections 1024; use epoll; }
+http {
+    access_log off; client_body_temp_path $d/body; proxy_temp_path $d/proxy;
+    fastcgi_temp_path $d/fcgi; uwsgi_temp_path $d/uwsgi; scgi_temp_path $d/scgi;
+    tcp_nodelay on;
+    upstream sim { server 127.0.0.1:$SIM; keepalive 16; }
+    server {
+        listen 127.0.0.1:@PORT@;
+        location / { proxy_pass http://sim; proxy_http_version 1.1;
+                     proxy_set_header Connection ""; proxy_buffering off;
+                     proxy_request_buffering off; }
+    }
+}
+EOF
+    "$T/sse_load" --listen-exec "$d/port" sh -c 'sed "s/@PORT@/$LISTEN_PORT/" "$1.in" >"$1" &&
+        NGINX="3;" exec valgrind --tool=callgrind --callgrind-out-file="$2/cg.%p" \
+        nginx -p "$2" -e "$2/error.log" -c "$1"' sh "$d/nginx.conf" "$d" >"$d/out" 2>&1 &
+    vp=$!
+    port=$("$T/sse_load" --wait-ready "$d/port" "$vp") || { cat "$d/out" >&2; exit 1; }
+    i=0
+    while [ $i -lt "$1" ]; do
+        curl -sN -o /dev/null -H 'Content-Type: application/json' \
+            --data "$2" "http://127.0.0.1:$port/v1/chat/completions" || exit 1
+        i=$((i + 1))
+    done
+    kill -QUIT "$vp"
+    wait "$vp"
+    # the worker: the process that is not the master (the master's pid is $vp)
+    for f in "$d"/cg.*; do
+        [ "$f" = "$d/cg.$vp" ] && continue
+        sed -n 's/^summary: //p' "$f"
+    done | sort -n | tail -1
+}
+
 SIMBODY="{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":true},\"sim\":{\"ttft_ms\":5,\"tokens\":100,\"gap_ms\":$GAP}}"
 workload sim "$SIMBODY"
+if command -v nginx >/dev/null 2>&1 && [ -z "${CG_NO_NGINX:-}" ]; then
+    # events per request: the sim's stream as tokentap counted it above
+    EVREQ=$(grep '"role":"primary"' "$T/rec.jsonl" | head -n 1 | sed -n 's/.*"events":\([0-9]*\).*/\1/p')
+    set -- "$(nginx_run "$K1" "$SIMBODY")" "$(nginx_run "$K2" "$SIMBODY")"
+    echo "$1 $2" | awk -v k1="$K1" -v k2="$K2" -v e="${EVREQ:-0}" '{ d = (k2 - k1) * e
+        if (d <= 0 || $2 <= $1) { print "CG workload=sim-nginx error=no_count"; exit }
+        printf "CG workload=sim-nginx ir_per_event=%.0f events=%d\n", ($2 - $1) / d, d }'
+fi
 # the same with one shadow leg on every request (the sim serves both legs):
 # per primary event, so it includes decoding the shadow's copy
 XARGS="--shadow cand=http://127.0.0.1:$SIM"
