@@ -72,14 +72,13 @@ workload() { # NAME BODY
 
 # the same count for nginx forwarding the same streams (proxy_buffering off,
 # as in bench/run.sh): what a proxy that does not decode spends in user
-# space.  nginx takes its listening socket from `sse_load --listen-exec`
-# (NGINX="3;") and forks one worker, which callgrind follows (one file per
-# process: the worker's is the one that served); events per request are
-# the sim's, as tokentap counted them.
+# space.  One process (master_process off) listening on a unix socket, so
+# that nothing has to pick a port; events per request are the sim's, as
+# tokentap counted them.
 nginx_run() { # K BODY -> prints "IR"
     d=$T/ng.$1; mkdir -p "$d"
-    cat >"$d/nginx.conf.in" <<EOF
-daemon off; master_process on; worker_processes 1; pid $d/nginx.pid;
+    cat >"$d/nginx.conf" <<EOF
+daemon off; master_process off; pid $d/nginx.pid;
 error_log $d/error.log warn;
 events { worker_connections 1024; use epoll; }
 http {
@@ -88,31 +87,30 @@ http {
     tcp_nodelay on;
     upstream sim { server 127.0.0.1:$SIM; keepalive 16; }
     server {
-        listen 127.0.0.1:@PORT@;
+        listen unix:$d/sock;
         location / { proxy_pass http://sim; proxy_http_version 1.1;
                      proxy_set_header Connection ""; proxy_buffering off;
                      proxy_request_buffering off; }
     }
 }
 EOF
-    "$T/sse_load" --listen-exec "$d/port" sh -c 'sed "s/@PORT@/$LISTEN_PORT/" "$1.in" >"$1" &&
-        NGINX="3;" exec valgrind --tool=callgrind --callgrind-out-file="$2/cg.%p" \
-        nginx -p "$2" -e "$2/error.log" -c "$1"' sh "$d/nginx.conf" "$d" >"$d/out" 2>&1 &
+    valgrind --tool=callgrind --callgrind-out-file="$d/cg" \
+        nginx -p "$d" -e "$d/error.log" -c "$d/nginx.conf" >"$d/out" 2>&1 &
     vp=$!
-    port=$("$T/sse_load" --wait-ready "$d/port" "$vp") || { cat "$d/out" >&2; exit 1; }
+    i=0
+    while [ ! -S "$d/sock" ] && [ $i -lt 600 ] && kill -0 "$vp" 2>/dev/null; do
+        sleep 0.05; i=$((i + 1))
+    done
+    [ -S "$d/sock" ] || { cat "$d/out" "$d/error.log" >&2; exit 1; }
     i=0
     while [ $i -lt "$1" ]; do
-        curl -sN -o /dev/null -H 'Content-Type: application/json' \
-            --data "$2" "http://127.0.0.1:$port/v1/chat/completions" || exit 1
+        curl -sN -o /dev/null --unix-socket "$d/sock" -H 'Content-Type: application/json' \
+            --data "$2" "http://sim/v1/chat/completions" || exit 1
         i=$((i + 1))
     done
     kill -QUIT "$vp"
     wait "$vp"
-    # the worker: the process that is not the master (the master's pid is $vp)
-    for f in "$d"/cg.*; do
-        [ "$f" = "$d/cg.$vp" ] && continue
-        sed -n 's/^summary: //p' "$f"
-    done | sort -n | tail -1
+    sed -n 's/^summary: //p' "$d/cg"
 }
 
 SIMBODY="{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":true},\"sim\":{\"ttft_ms\":5,\"tokens\":100,\"gap_ms\":$GAP}}"

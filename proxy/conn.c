@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <strings.h>
 
 #include <event2/buffer.h>
@@ -252,6 +253,27 @@ void tt_conn_flush(struct tt_conn *c)
     if (c->queued_since == 0)
         c->queued_since = c->pri.now;       /* handed over in client_write() */
     evbuffer_add_buffer(out, c->stage);
+}
+
+int tt_conn_body(struct tt_conn *c, const char *buf, size_t n)
+{
+    struct evbuffer *out = bufferevent_get_output(c->cbev);
+    ssize_t w;
+
+    if (!c->plain_client || evbuffer_get_length(c->stage) != 0 ||
+        evbuffer_get_length(out) != 0)
+        return -1;
+    w = send(bufferevent_getfd(c->cbev), buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w == (ssize_t)n) {
+        tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->pri.now, tt_now_mono());
+        return 0;
+    }
+    if (w < 0)
+        w = 0;      /* full, or failed: the bufferevent's write reports it */
+    evbuffer_add(out, buf + w, n - (size_t)w);
+    if (c->queued_since == 0)
+        c->queued_since = c->pri.now;       /* handed over in client_write() */
+    return 0;
 }
 
 int tt_conn_full(struct tt_conn *c)

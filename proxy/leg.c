@@ -723,6 +723,52 @@ void tt_leg_process(struct tt_leg *l)
     }
 }
 
+/*
+ * A direct read of the primary's body, straight from the worker's read
+ * buffer (proxy/upstream.h on_bytes): llhttp over it in place, the bytes
+ * sent to the client from it, no evbuffer in between.  Only in the plain
+ * case (a body the client gets as it comes, nothing queued for it);
+ * otherwise 0, and the bytes take the evbuffer path of tt_leg_process().
+ * The parser's outcome is handled here exactly as there.
+ */
+static int leg_bytes(void *arg, const char *buf, size_t n)
+{
+    struct tt_leg *l = arg;
+    struct tt_upconn *u = l->up;
+    enum llhttp_errno e;
+    size_t used = n;
+
+    if (l->st != LEG_BODY || l->shadow || l->dechunk || l->inj != NULL ||
+        l->c == NULL || u == NULL || evbuffer_get_length(tt_conn_stage(l->c)) != 0 ||
+        tt_conn_full(l->c))
+        return 0;
+    l->now = u->last_read;
+    e = llhttp_execute(&l->rsp, buf, n);
+    if (e != HPE_OK) {
+        const char *pos = llhttp_get_error_pos(&l->rsp);
+        used = pos != NULL && pos >= buf && pos <= buf + n ? (size_t)(pos - buf) : 0;
+    }
+    if (used > 0 && tt_conn_body(l->c, buf, used) < 0) {
+        evbuffer_add(tt_conn_stage(l->c), buf, used);   /* the client is behind */
+        tt_conn_flush(l->c);
+    }
+    if (used < n)           /* after the message's end: as if left unread */
+        evbuffer_add(bufferevent_get_input(u->bev), buf + used, n - used);
+    decode_side(l);
+    if (e == HPE_PAUSED && l->msg_done) {
+        response_complete(l);
+        return 1;
+    }
+    if (e != HPE_OK) {
+        const char *why = tt_parse_error(&l->rsp, e);
+        tt_request_set_error(l->req, 502, "upstream_bad_response", why);
+        if (l->stream != NULL)
+            tt_stream_end(l->stream, 0, l->now);
+        leg_fail(l, 502, "upstream_bad_response", why);
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------ */
 /* shadows: the end                                                    */
 
@@ -907,6 +953,8 @@ void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
      * bufferevent's reads and writes (rate limit, SSL) */
     if (!l->shadow && tt_upstream_read_direct(u, CFG(l)->buffer_bytes) == 0) {
         bufferevent_disable(u->bev, EV_WRITE);
+        u->on_bytes = leg_bytes;
+        u->on_arg = l;
     } else {
         if (!l->shadow)
             bufferevent_setwatermark(u->bev, EV_READ, 0, CFG(l)->buffer_bytes);

@@ -89,6 +89,7 @@ void tt_upstream_put(struct tt_upconn *u)
     struct tt_pool *p = pool_of(u);
 
     u->owner = NULL;
+    u->on_bytes = NULL;
     if (p->nidle >= u->t->pool || w->draining) {
         tt_upstream_close(u);
         return;
@@ -265,6 +266,9 @@ static void direct_read(evutil_socket_t fd, short what, void *arg)
     n = recv(fd, u->w->rbuf, room, 0);
     u->last_read = tt_now_mono();
     if (n > 0) {
+        if (len == 0 && u->on_bytes != NULL &&
+            u->on_bytes(u->on_arg, (const char *)u->w->rbuf, (size_t)n))
+            return;                     /* taken whole; <u> may be gone */
         if (evbuffer_add(in, u->w->rbuf, (size_t)n) < 0) {
             direct_stop(u);
             errno = ENOMEM;

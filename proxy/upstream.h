@@ -36,6 +36,10 @@ struct tt_upconn {
     uint64_t            last_read;  /* monotonic ns of the last read */
     size_t              high;       /* no reads while the input holds this much */
     unsigned            idle_ms;    /* 0: no idle deadline */
+    /* given each read first while the input is empty; 1: it took all
+     * the bytes (and may have closed <u>), 0: append them as usual */
+    int               (*on_bytes)(void *arg, const char *buf, size_t n);
+    void               *on_arg;
     unsigned            direct:1, suspended:1;
 };
 
