@@ -635,6 +635,27 @@ static void interim_head(struct tt_leg *l)
     llhttp_resume(&l->rsp);
 }
 
+/*
+ * The body bytes of a read are on their way to the client: decode them,
+ * then the parser's outcome <e>: the message's end, or a framing error
+ * (the cause; the cut stream its effect).  <l> may be gone after.
+ */
+static void body_read_done(struct tt_leg *l, enum llhttp_errno e)
+{
+    decode_side(l);
+    if (e == HPE_PAUSED && l->msg_done) {
+        response_complete(l);
+        return;
+    }
+    if (e != HPE_OK) {
+        const char *why = tt_parse_error(&l->rsp, e);
+        tt_request_set_error(l->req, 502, "upstream_bad_response", why);
+        if (l->stream != NULL)
+            tt_stream_end(l->stream, 0, l->now);
+        leg_fail(l, 502, "upstream_bad_response", why);
+    }
+}
+
 /* move what the upstream sent as far as the state allows */
 void tt_leg_process(struct tt_leg *l)
 {
@@ -692,19 +713,7 @@ void tt_leg_process(struct tt_leg *l)
             }
             if (l->up->suspended)
                 tt_upstream_read_resume(l->up);     /* direct reads: room again */
-            decode_side(l);
-            if (e == HPE_PAUSED && l->msg_done) {
-                response_complete(l);
-                return;
-            }
-            if (e != HPE_OK) {
-                const char *why = tt_parse_error(&l->rsp, e);
-                /* the framing error is the cause; the cut stream its effect */
-                tt_request_set_error(l->req, 502, "upstream_bad_response", why);
-                if (l->stream != NULL)
-                    tt_stream_end(l->stream, 0, l->now);
-                leg_fail(l, 502, "upstream_bad_response", why);
-            }
+            body_read_done(l, e);
             return;
         case LEG_TUNNEL:
             if (!l->shadow && l->c != NULL) {
@@ -754,18 +763,7 @@ static int leg_bytes(void *arg, const char *buf, size_t n)
     }
     if (used < n)           /* after the message's end: as if left unread */
         evbuffer_add(bufferevent_get_input(u->bev), buf + used, n - used);
-    decode_side(l);
-    if (e == HPE_PAUSED && l->msg_done) {
-        response_complete(l);
-        return 1;
-    }
-    if (e != HPE_OK) {
-        const char *why = tt_parse_error(&l->rsp, e);
-        tt_request_set_error(l->req, 502, "upstream_bad_response", why);
-        if (l->stream != NULL)
-            tt_stream_end(l->stream, 0, l->now);
-        leg_fail(l, 502, "upstream_bad_response", why);
-    }
+    body_read_done(l, e);
     return 1;
 }
 

@@ -28,6 +28,19 @@
 #define T0 9000000000ull
 #define PROMTOOL "/usr/bin/promtool"
 
+/* token <i> of a streamed answer, read at <t> */
+static void add_token(struct tt_request *r, unsigned i, uint64_t t)
+{
+    tt_request_token(r, t);
+    if (i == 0)
+        r->ts[TT_TS_FIRST_TOKEN] = r->ts[TT_TS_FIRST_OUTPUT_TOKEN] = t;
+    if (i == 1)
+        r->ts[TT_TS_SECOND_TOKEN] = t;
+    r->ts[TT_TS_LAST_TOKEN] = t;
+    r->s.token_events++;
+    r->s.answer_events++;
+}
+
 /* a streamed answer: first token at <ttft_ms>, <n> tokens <gap_ms> apart */
 static void stream_req(struct tt_request *r, const char *model,
                        uint64_t ttft_ms, unsigned n, uint64_t gap_ms)
@@ -41,17 +54,8 @@ static void stream_req(struct tt_request *r, const char *model,
     r->s.streaming = 1;
     r->s.terminal = 1;
     r->s.usage_input = 100;
-    for (unsigned i = 0; i < n; i++) {
-        uint64_t t = T0 + (ttft_ms + i * gap_ms) * MS;
-        tt_request_token(r, t);
-        if (i == 0)
-            r->ts[TT_TS_FIRST_TOKEN] = r->ts[TT_TS_FIRST_OUTPUT_TOKEN] = t;
-        if (i == 1)
-            r->ts[TT_TS_SECOND_TOKEN] = t;
-        r->ts[TT_TS_LAST_TOKEN] = t;
-        r->s.token_events++;
-        r->s.answer_events++;
-    }
+    for (unsigned i = 0; i < n; i++)
+        add_token(r, i, T0 + (ttft_ms + i * gap_ms) * MS);
     r->ts[TT_TS_RESPONSE_COMPLETE] = r->ts[TT_TS_LAST_TOKEN] + MS;
 }
 
@@ -73,6 +77,19 @@ static char *text_of(struct evbuffer *b)
     evbuffer_remove(b, p, n);
     p[n] = '\0';
     return p;
+}
+
+/* /stats of <a> as seen at <now>, parsed */
+static cJSON *stats_at(struct tt_agg *a, uint64_t now)
+{
+    struct evbuffer *b = evbuffer_new();
+    assert_int_equal(tt_agg_stats_json_at(&a, 1, b, now), 0);
+    char *js = text_of(b);
+    evbuffer_free(b);
+    cJSON *j = cJSON_Parse(js);
+    free(js);
+    assert_non_null(j);
+    return j;
 }
 
 static char *prom(struct tt_agg *const *aggs, unsigned n)
@@ -454,24 +471,12 @@ static void test_many_gaps_batched_exactly(void **state)
             if ((double)ns / 1e9 <= 0.025)
                 le25++;
         }
-        tt_request_token(r, t);
-        if (i == 0)
-            r->ts[TT_TS_FIRST_TOKEN] = r->ts[TT_TS_FIRST_OUTPUT_TOKEN] = t;
-        if (i == 1)
-            r->ts[TT_TS_SECOND_TOKEN] = t;
-        r->ts[TT_TS_LAST_TOKEN] = t;
-        r->s.token_events++;
-        r->s.answer_events++;
+        add_token(r, i, t);
     }
     r->ts[TT_TS_RESPONSE_COMPLETE] = t + MS;
     observe(a, r, NULL, t + 2 * MS);
 
-    struct evbuffer *b = evbuffer_new();
-    assert_int_equal(tt_agg_stats_json_at(&a, 1, b, t + 3 * MS), 0);
-    char *js = text_of(b);
-    evbuffer_free(b);
-    cJSON *j = cJSON_Parse(js);
-    assert_non_null(j);
+    cJSON *j = stats_at(a, t + 3 * MS);
     cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "windows"), "total");
     cJSON *icl = cJSON_GetObjectItem(cJSON_GetObjectItem(w, "metrics"), "inter_chunk_latency");
     assert_non_null(icl);
@@ -485,7 +490,6 @@ static void test_many_gaps_batched_exactly(void **state)
         assert_true(fabs(cJSON_GetObjectItem(icl, pn[i])->valuedouble -
                          (double)tt_hist_percentile(&ref, ps[i]) / 1000.0) < 1e-12);
     cJSON_Delete(j);
-    free(js);
 
     char *p = prom(&a, 1), line[256];
     snprintf(line, sizeof(line), "tokentap_inter_chunk_latency_seconds_count{upstream=\"primary\",api=\"openai.chat\",model=\"long\"} %u", n - 1);
