@@ -70,7 +70,8 @@ struct tt_conn {
     struct bufferevent *cbev;       /* owned: the client socket */
     struct event       *ctimer;     /* owned: deadlines, see the top */
     struct evbuffer    *stage;      /* owned: response bytes on their way to the client */
-    struct evbuffer    *held;       /* owned: RQ_HOLD's body bytes (proxy/usagewire.h) */
+    struct evbuffer    *held;       /* owned: RQ_HOLD's body bytes (proxy/usagewire.h),
+                                     * made on the first hold, else NULL */
     llhttp_t            rqp;
     struct tt_head      rqh;
     enum rq_state       rq;
@@ -426,7 +427,8 @@ static void request_begin(struct tt_conn *c)
     c->pri.dechunk = 0;
     c->pri.is_head = 0;
     tt_usagewire_free(&c->pri.inj);
-    evbuffer_drain(c->held, evbuffer_get_length(c->held));
+    if (c->held != NULL)
+        evbuffer_drain(c->held, evbuffer_get_length(c->held));
     c->resp_started = 0;
     c->body_too_big = 0;
     c->active = 1;
@@ -609,7 +611,9 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
     if (c->insp_on && !upgrade &&
         tt_usagewire_hold(cfg->inject_usage, c->req.api, &c->rqh,
                           (c->rqp.flags & F_CHUNKED) ||
-                          ((c->rqp.flags & F_CONTENT_LENGTH) && c->rqp.content_length > 0))) {
+                          ((c->rqp.flags & F_CONTENT_LENGTH) && c->rqp.content_length > 0)) &&
+        (c->held != NULL || (c->held = evbuffer_new()) != NULL)) {
+        /* the buffer exists only on connections that ever hold a body */
         c->rq = RQ_HOLD;            /* hold_release() sends it */
         llhttp_resume(&c->rqp);
         tt_timer_set(c->ctimer, cfg->body_idle_ms);
@@ -966,7 +970,8 @@ static void conn_free(struct tt_conn *c)
     tt_head_free(&c->rqh);
     event_free(c->ctimer);
     evbuffer_free(c->stage);
-    evbuffer_free(c->held);
+    if (c->held != NULL)
+        evbuffer_free(c->held);
     /* close_notify only when nothing was cut (TLS: a close-delimited body) */
     tt_tls_close(c->cbev, c->pri.msg_done || c->rq == RQ_IDLE);
     if (c->prev)
@@ -1111,11 +1116,10 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
     c->cbev = tt_tls_server_bev(w, fd);
     c->ctimer = evtimer_new(w->base, ctimer_cb, c);
     c->stage = evbuffer_new();
-    c->held = evbuffer_new();
     tt_head_init(&c->rqh, cfg->max_header_bytes, cfg->max_headers);
     tt_request_init(&c->req);
     tt_access_peer(fd, c->req.client, sizeof(c->req.client));
-    if (c->cbev == NULL || c->ctimer == NULL || c->stage == NULL || c->held == NULL ||
+    if (c->cbev == NULL || c->ctimer == NULL || c->stage == NULL ||
         tt_leg_init(&c->pri, w, &w->srv->targets[0], c, &c->req) < 0) {
         if (c->cbev)
             bufferevent_free(c->cbev);

@@ -15,8 +15,10 @@ if [ "${1:-}" = deb ]; then
     command -v dh >/dev/null 2>&1 || missing="$missing debhelper"
 # `sh scripts/deps.sh bench`: what `make bench` compares against and counts with
 elif [ "${1:-}" = bench ]; then
-    PKGS="nginx-light haproxy valgrind util-linux"
+    PKGS="nginx-light haproxy valgrind util-linux strace curl"
     command -v nginx >/dev/null 2>&1 || missing="$missing nginx-light"
+    command -v strace >/dev/null 2>&1 || missing="$missing strace"
+    command -v curl >/dev/null 2>&1 || missing="$missing curl"
     command -v haproxy >/dev/null 2>&1 || missing="$missing haproxy"
     command -v valgrind >/dev/null 2>&1 || missing="$missing valgrind"
     command -v taskset >/dev/null 2>&1 || missing="$missing util-linux"
