@@ -343,7 +343,12 @@ if ! skip hold; then
     for c in $HCFGS; do
         sleep 1
         eval "hp=\$${c}_PID"
-        load hold "$c" 1 --streams "$HOLD" --ttft 100 --tokens 100 --gap 1000 --ramp 3 --warmup 3 --duration 4 --rss-pid "$hp"
+        # 10 tokens 1 s apart: every request ends after the window (--finish),
+        # so "held" also means completed, and (tokentap) recorded
+        recarg=""; [ "$c" = tthold ] && recarg="--records $T/hold.jsonl"
+        # shellcheck disable=SC2086
+        load hold "$c" 1 --streams "$HOLD" --ttft 100 --tokens 10 --gap 1000 --ramp 3 --warmup 3 --duration 4 \
+            --finish 60 --rss-pid "$hp" $recarg
         [ "$c" != direct ] && kill "$hp" 2>/dev/null
     done
 fi
@@ -508,12 +513,14 @@ END {
               ms(g("ttft", "ttrec", "ttft_absdiff_p99_us")), ms(g("ttft", "ttrec", "ttft_absdiff_max_us"))
     }
     if (has["hold"]) {
-        printf "\nHeld slow streams (1 event/s each)\n"
-        printf "%-12s | %7s %7s %9s %9s %10s %8s %9s %9s\n", "proxy", "streams", "active", "RSS idle", "RSS held", "KiB/stream", "ev/s", "late p99", "jit p99"
+        printf "\nHeld slow streams (1 event/s each, 10 events a request; then every running request let end)\n"
+        printf "%-12s | %7s %7s %9s %9s %10s %8s %9s %9s %9s %9s %8s\n", "proxy", "streams", "active", "RSS idle", "RSS held", "KiB/stream", "ev/s", "late p99", "jit p99", "completed", "failed", "recorded"
         for (i = 1; i <= no; i++) { c = order[i]; if (g("hold", c, "rss_kb") == "") continue
             a = g("hold", c, "active"); r0 = g("hold", c, "rss0_kb"); r1 = g("hold", c, "rss_kb")
-            printf "%-12s | %7d %7d %7.1fMi %7.1fMi %10.1f %8.0f %7sms %7sms\n", name[c], g("hold", c, "streams"), a,
-              r0 / 1024, r1 / 1024, a ? (r1 - r0) / a : 0, g("hold", c, "evps"), ms(g("hold", c, "lat_p99_us")), ms(g("hold", c, "jit_p99_us")) }
+            printf "%-12s | %7d %7d %7.1fMi %7.1fMi %10.1f %8.0f %7sms %7sms %9s %9s %8s\n", name[c], g("hold", c, "streams"), a,
+              r0 / 1024, r1 / 1024, a ? (r1 - r0) / a : 0, g("hold", c, "evps"), ms(g("hold", c, "lat_p99_us")), ms(g("hold", c, "jit_p99_us")),
+              fmt(g("hold", c, "completed"), 0), fmt(g("hold", c, "errors") + g("hold", c, "late_errors") + g("hold", c, "unfinished"), 0),
+              fmt(g("hold", c, "rec_lines"), 0) }
     }
     errs = 0; for (k in cnt) { split(k, p, SUBSEP); if (p[3] == "errors") for (j = 1; j <= cnt[k]; j++) errs += val[k, j] }
     printf "\nload generator errors: %d\n", errs

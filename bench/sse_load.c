@@ -63,6 +63,7 @@ static struct {
     const char *prefix, *records;
     int cpu_pid[MAXPIDS], ncpu;
     int rss_pid;
+    int finish;     /* after the window: no new requests, wait for those running */
 } opt = { .streams = 1, .ttft_ms = 20, .tokens = 100, .gap_ms = 20, .tpe = 1,
           .duration = 5, .warmup = 1, .ramp = -1, .prefix = "b" };
 
@@ -130,7 +131,7 @@ static unsigned next_req;
 static int stopping;
 
 static struct vec lat, jit, oneway, ttft_client_win, ttft_all;
-static uint64_t events_win, tokens_win, bytes_win, responses, errors, reconnects;
+static uint64_t events_win, tokens_win, bytes_win, responses, errors, reconnects, late_errors;
 struct ttft_rec { unsigned reqno; int64_t ns; };
 static struct ttft_rec *tt; static size_t ntt, cap_tt;
 
@@ -139,6 +140,8 @@ static void conn_start(struct conn *c);
 static void conn_fail(struct conn *c, const char *why)
 {
     static int warned;
+    if (stopping && opt.finish && c->state != S_IDLE)
+        late_errors++;              /* a request that did not end well */
     if (!stopping) {
         errors++;
         if (warned++ < 5)
@@ -484,7 +487,8 @@ static void usage(void)
     fprintf(stderr,
         "usage: sse_load --connect HOST:PORT [--streams N] [--ttft MS] [--tokens N]\n"
         "       [--gap MS] [--duration S] [--warmup S] [--ramp S] [--prefix ID]\n"
-        "       [--records FILE] [--cpu-pid PID]... [--rss-pid PID] [--ollama]\n");
+        "       [--records FILE] [--cpu-pid PID]... [--rss-pid PID] [--ollama]\n"
+        "       [--finish MAX_S]   (then let running requests end, up to MAX_S)\n");
     exit(2);
 }
 
@@ -589,6 +593,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--prefix")) opt.prefix = v;
         else if (!strcmp(a, "--records")) opt.records = v;
         else if (!strcmp(a, "--rss-pid")) opt.rss_pid = atoi(v);
+        else if (!strcmp(a, "--finish")) opt.finish = atoi(v);
         else if (!strcmp(a, "--cpu-pid") && opt.ncpu < MAXPIDS) opt.cpu_pid[opt.ncpu++] = atoi(v);
         else usage();
     }
@@ -640,6 +645,10 @@ int main(int argc, char **argv)
     int tid0[16], tid1[16], nthr0 = 0, nthr1 = 0;
     long long thr0[16], thr1[16];
 
+    long long cpu1[MAXPIDS];
+    long rss1 = -1;
+    int active = 0, open = 0, unfinished = 0;
+    unsigned long long responses_win = 0;
     struct epoll_event evs[512];
     for (;;) {
         uint64_t t = now_ns();
@@ -651,7 +660,29 @@ int main(int argc, char **argv)
             if (opt.ncpu) nthr0 = thread_ticks(opt.cpu_pid[0], tid0, thr0);
             cpu_taken = 1;
         }
-        if (t >= t_end) break;
+        if (t >= t_end && !opt.finish) break;
+        if (t >= t_end && !stopping) {
+            /* the window's figures now; then let the running requests end */
+            for (int i = 0; i < opt.ncpu; i++) cpu1[i] = proc_cpu_ticks(opt.cpu_pid[i]);
+            getrusage(RUSAGE_SELF, &ru1);
+            if (opt.ncpu) nthr1 = thread_ticks(opt.cpu_pid[0], tid1, thr1);
+            rss1 = opt.rss_pid ? proc_rss_kb(opt.rss_pid) : -1;
+            for (int i = 0; i < opt.streams; i++) {
+                active += conns[i].active;
+                open += conns[i].fd >= 0 && conns[i].state != S_CONNECTING;
+            }
+            responses_win = responses;
+            stopping = 1;
+        }
+        if (stopping) {
+            int busy = 0;
+            for (int i = 0; i < opt.streams; i++)
+                busy += conns[i].fd >= 0 && conns[i].state != S_IDLE;
+            if (busy == 0 || t >= t_end + (uint64_t)opt.finish * 1000000000ull) {
+                unfinished = busy;
+                break;
+            }
+        }
         if (errors && t >= next_retry) {
             for (int i = 0; i < started; i++)
                 if (conns[i].retry) { conns[i].retry = 0; reconnects++; conn_start(&conns[i]); }
@@ -664,23 +695,26 @@ int main(int argc, char **argv)
             uint64_t s = t_begin + stagger * (uint64_t)started;
             if (s < next) next = s;
         }
+        if (stopping || next < t)
+            next = t + 100000000ull;        /* finishing: just wait for the ends */
         int to = (int)((next - t + 999999) / 1000000);
         int n = epoll_wait(ep, evs, 512, to);
         for (int i = 0; i < n; i++)
             on_io(evs[i].data.ptr, evs[i].events);
     }
     double win = opt.duration;
-    long long cpu1[MAXPIDS];
-    for (int i = 0; i < opt.ncpu; i++) cpu1[i] = proc_cpu_ticks(opt.cpu_pid[i]);
-    getrusage(RUSAGE_SELF, &ru1);
-    if (opt.ncpu) nthr1 = thread_ticks(opt.cpu_pid[0], tid1, thr1);
-    long rss1 = opt.rss_pid ? proc_rss_kb(opt.rss_pid) : -1;
-    int active = 0, open = 0;
-    for (int i = 0; i < opt.streams; i++) {
-        active += conns[i].active;
-        open += conns[i].fd >= 0 && conns[i].state != S_CONNECTING;
+    if (!stopping) {
+        for (int i = 0; i < opt.ncpu; i++) cpu1[i] = proc_cpu_ticks(opt.cpu_pid[i]);
+        getrusage(RUSAGE_SELF, &ru1);
+        if (opt.ncpu) nthr1 = thread_ticks(opt.cpu_pid[0], tid1, thr1);
+        rss1 = opt.rss_pid ? proc_rss_kb(opt.rss_pid) : -1;
+        for (int i = 0; i < opt.streams; i++) {
+            active += conns[i].active;
+            open += conns[i].fd >= 0 && conns[i].state != S_CONNECTING;
+        }
+        responses_win = responses;
+        stopping = 1;
     }
-    stopping = 1;
 
     qsort(lat.v, lat.n, sizeof(int64_t), cmp64);
     qsort(ttft_all.v, ttft_all.n, sizeof(int64_t), cmp64);
@@ -723,6 +757,9 @@ int main(int argc, char **argv)
     }
     if (opt.rss_pid)
         printf(" rss0_kb=%ld rss_kb=%ld", rss0, rss1);
+    if (opt.finish)     /* every request that ran ended: completed, or not */
+        printf(" responses_window=%llu completed=%llu unfinished=%d late_errors=%llu", responses_win,
+               (unsigned long long)responses, unfinished, (unsigned long long)late_errors);
     fflush(stdout);
     if (opt.records) {
         for (int i = 0; i < opt.streams; i++)
