@@ -21,6 +21,7 @@
  */
 #include "proxy/decode.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__SSE2__)
@@ -31,6 +32,26 @@
 #define MAXCHOICE 4
 #define MAXTOOL   4
 #define MAXDEPTH  32
+
+/*
+ * The prefix memo.  The chunks of one response mostly begin with the same
+ * bytes ({"id":"chatcmpl-..","object":"chat.completion.chunk","created":..,
+ * "model":"..",), about half of each event.  The scan of those bytes is a
+ * function of the bytes alone, so the state it ends in (the root keys met,
+ * the model) is kept with them; an event that begins with exactly the same
+ * bytes resumes the scan after them.  Kept only when the prefix holds no
+ * member the chunk's facts depend on other than the model (usage, choices
+ * or a key that gives up come later), and the model has no escapes.
+ */
+#define MEMO_BYTES 384
+
+struct tt_fast_memo {
+    size_t   len;               /* prefix bytes, up to the "choices" key; 0 none */
+    unsigned seen;              /* root keys met in them (the model: 1) */
+    size_t   model_off, model_len;  /* the model's raw bytes in the prefix */
+    int      has_model;
+    char     bytes[MEMO_BYTES];
+};
 
 /* tt_stream_fast = 0 sends every event to cJSON (tests compare both) */
 int tt_stream_fast = 1;
@@ -359,6 +380,8 @@ static int val_count(struct cur *c, int64_t *out)
  */
 typedef int (*member_fn)(struct cur *c, const struct key *key, void *ctx);
 
+static int members(struct cur *c, member_fn fn, void *ctx);
+
 static int object(struct cur *c, member_fn fn, void *ctx)
 {
     if (peek(c) != '{' || ++c->depth > MAXDEPTH)
@@ -369,6 +392,12 @@ static int object(struct cur *c, member_fn fn, void *ctx)
         c->depth--;
         return 0;
     }
+    return members(c, fn, ctx);
+}
+
+/* the members of an entered object from a key on, and its end */
+static int members(struct cur *c, member_fn fn, void *ctx)
+{
     for (;;) {
         struct key k;
         int rc, ch;
@@ -582,17 +611,55 @@ static int fn_usage(struct cur *c, const struct key *key, void *ctx)
     return 1;
 }
 
-struct rootctx { struct chunk *k; unsigned seen; };
+struct rootctx {
+    struct chunk        *k;
+    unsigned             seen;
+    const char          *data;      /* the event */
+    const char          *mraw;      /* the model's value in it */
+    struct tt_fast_memo *keep;      /* where to keep the prefix, or NULL */
+};
+
+/* the event's bytes before the "choices" key <key>, with the scan's state */
+static void memo_keep(struct rootctx *rc, const struct key *key)
+{
+    struct tt_fast_memo *m = rc->keep;
+    size_t len = (size_t)(key->s - 1 - rc->data);
+    const char *model = rc->k->model;
+
+    m->len = 0;
+    if ((rc->seen & ~1u) != 0 || len > sizeof(m->bytes))
+        return;
+    m->has_model = model != NULL;
+    if (model != NULL) {
+        size_t n = strlen(model);
+        const char *raw = rc->mraw + 1;
+        if (raw + n + 1 > rc->data + len || memcmp(raw, model, n) != 0 || raw[n] != '"')
+            return;                 /* escaped: not kept */
+        m->model_off = (size_t)(raw - rc->data);
+        m->model_len = n;
+    }
+    memcpy(m->bytes, rc->data, len);
+    m->seen = rc->seen;
+    m->len = len;
+}
 
 static int fn_root(struct cur *c, const struct key *key, void *ctx)
 {
     struct rootctx *rc = ctx;
     struct chunk *k = rc->k;
 
-    if (IS(key, "model"))
-        return once(&rc->seen, 1) ? -1 : val_str(c, &k->model);
-    if (IS(key, "choices"))
+    if (IS(key, "model")) {
+        if (once(&rc->seen, 1))
+            return -1;
+        ws(c);
+        rc->mraw = c->p;
+        return val_str(c, &k->model);
+    }
+    if (IS(key, "choices")) {
+        if (rc->keep != NULL)
+            memo_keep(rc, key);
         return once(&rc->seen, 2) ? -1 : choices(c, k);
+    }
     if (IS(key, "usage")) {
         struct usectx u = { k, 0 };
         if (once(&rc->seen, 4))
@@ -607,16 +674,34 @@ static int fn_root(struct cur *c, const struct key *key, void *ctx)
     return 1;
 }
 
-static int scan(const char *data, size_t len, struct chunk *k, char *scratch)
+static int scan(const char *data, size_t len, struct chunk *k, char *scratch,
+                struct tt_fast_memo *m, unsigned *hits)
 {
     struct cur c = { data, data + len, scratch, scratch + SCRATCH, 0 };
-    struct rootctx rc = { k, 0 };
+    struct rootctx rc = { k, 0, data, NULL, NULL };
 
     memset(k, 0, offsetof(struct chunk, ch));
     k->in = k->out = k->rsn = k->cached_hit = -1;
     k->rsn_d = k->cached_d = -1;
-    if (object(&c, fn_root, &rc) != 0)
-        return -1;
+    if (m != NULL && m->len > 0 && len > m->len && memcmp(data, m->bytes, m->len) == 0) {
+        /* the same bytes as the kept prefix: the scan's state after them */
+        rc.seen = m->seen;
+        if (m->has_model) {
+            memcpy(c.o, data + m->model_off, m->model_len);
+            c.o[m->model_len] = '\0';
+            k->model = c.o;
+            c.o += m->model_len + 1;
+        }
+        c.p = data + m->len;
+        c.depth = 1;
+        (*hits)++;
+        if (members(&c, fn_root, &rc) != 0)
+            return -1;
+    } else {
+        rc.keep = m;
+        if (object(&c, fn_root, &rc) != 0)
+            return -1;
+    }
     ws(&c);
     return c.p == c.e ? 0 : -1;     /* trailing bytes: malformed */
 }
@@ -634,7 +719,11 @@ int tt_dec_openai_chat_fast(struct tt_stream *st, const char *data, size_t len)
     struct chunk k;
     unsigned i, t;
 
-    if (!tt_stream_fast || len >= SCRATCH || scan(data, len, &k, scratch) != 0)
+    if (!tt_stream_fast || len >= SCRATCH)
+        return -1;
+    if (st->memo == NULL)
+        st->memo = calloc(1, sizeof(*st->memo));    /* once per response */
+    if (scan(data, len, &k, scratch, st->memo, &st->memo_hits) != 0)
         return -1;
 
     /* what openai_event() does with the tree, in its order */

@@ -51,6 +51,8 @@ struct tt_usage_sum {
     unsigned parts;
 };
 
+struct tt_fast_memo;
+
 struct tt_stream {
     struct tt_request       *r;         /* borrowed until tt_stream_free() */
     const struct tt_decoder *dec;
@@ -70,6 +72,8 @@ struct tt_stream {
     int64_t                  max_index; /* highest choice index seen, -1 none */
     int                      err_code;  /* numeric code of the first error object */
     unsigned                 fast_events; /* events read by dec->fast (tests) */
+    unsigned                 memo_hits;   /* of those, resumed after a known prefix */
+    struct tt_fast_memo     *memo;      /* owned: dec->fast's prefix memo, or NULL */
 };
 
 /* ---- JSON helpers ------------------------------------------------------ */

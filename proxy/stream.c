@@ -444,5 +444,6 @@ void tt_stream_free(struct tt_stream *st)
     tt_sse_free(&st->sse);
     tt_ndjson_free(&st->nd);
     free(st->body);
+    free(st->memo);
     free(st);
 }

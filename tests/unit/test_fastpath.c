@@ -213,6 +213,21 @@ static void one_event(const char *json, size_t n, const char *what)
     free(buf);
 }
 
+/* <first> then <second> in one stream: the second may resume after the
+ * first's kept prefix (the memo), and must still read as cJSON reads it */
+static void two_events(const char *first, size_t n1, const char *second, size_t n2,
+                       const char *what)
+{
+    char *buf = malloc(n1 + n2 + 64);
+    size_t len;
+
+    assert_non_null(buf);
+    len = (size_t)sprintf(buf, "data: %.*s\n\ndata: %.*s\n\ndata: [DONE]\n\n",
+                          (int)n1, first, (int)n2, second);
+    compare("text/event-stream", buf, len, 0, what);
+    free(buf);
+}
+
 static void test_edge_cases(void **state)
 {
     static const char *const cases[] = {
@@ -326,6 +341,7 @@ static void mutate_events(const char *buf, size_t len, uint32_t *seed, unsigned 
                 if (ev[j] == '\n' || ev[j] == '\r')
                     ev[j] = ' ';
             one_event(ev, m, "mutated event");
+            two_events(d, n, ev, m, "mutated event after its original");
         }
     }
 }
@@ -386,6 +402,27 @@ static void test_fast_path_taken(void **state)
             fail_msg("not read by the fast path: %s", common[i]);
         tt_stream_end(st, 1, 10);
         assert_int_equal(r.s.parse_errors, 0);
+        tt_stream_free(st);
+        tt_request_reset(&r);
+    }
+    /* the second chunk of a response resumes after the first's prefix */
+    {
+        static const char two[] =
+            "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n"
+            "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"},\"finish_reason\":\"stop\"}]}\n\n"
+            "data: [DONE]\n\n";
+        struct tt_request r;
+        struct tt_stream *st;
+
+        tt_request_init(&r);
+        st = tt_stream_new(&r, TT_API_OPENAI_CHAT, "text/event-stream", TT_THINK_AUTO);
+        assert_non_null(st);
+        tt_stream_feed(st, two, sizeof(two) - 1, 5);
+        assert_int_equal(st->fast_events, 2);
+        assert_int_equal(st->memo_hits, 1);
+        tt_stream_end(st, 1, 10);
+        assert_string_equal(r.s.model, "m-1");
+        assert_int_equal(r.s.answer_events, 2);
         tt_stream_free(st);
         tt_request_reset(&r);
     }
