@@ -45,7 +45,7 @@ static void pool_unlink(struct tt_upconn *u)
     p->nidle--;
 }
 
-/* back to the bufferevent's own reads (the pool watches for EOF with them) */
+/* no more direct reads: after EOF, a socket error or the idle deadline */
 static void direct_stop(struct tt_upconn *u)
 {
     if (!u->direct)
