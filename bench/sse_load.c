@@ -660,9 +660,9 @@ int main(int argc, char **argv)
             if (opt.ncpu) nthr0 = thread_ticks(opt.cpu_pid[0], tid0, thr0);
             cpu_taken = 1;
         }
-        if (t >= t_end && !opt.finish) break;
         if (t >= t_end && !stopping) {
-            /* the window's figures now; then let the running requests end */
+            /* the window's figures now; with --finish the running
+             * requests are then let end */
             for (int i = 0; i < opt.ncpu; i++) cpu1[i] = proc_cpu_ticks(opt.cpu_pid[i]);
             getrusage(RUSAGE_SELF, &ru1);
             if (opt.ncpu) nthr1 = thread_ticks(opt.cpu_pid[0], tid1, thr1);
@@ -673,6 +673,8 @@ int main(int argc, char **argv)
             }
             responses_win = responses;
             stopping = 1;
+            if (!opt.finish)
+                break;
         }
         if (stopping) {
             int busy = 0;
@@ -703,18 +705,6 @@ int main(int argc, char **argv)
             on_io(evs[i].data.ptr, evs[i].events);
     }
     double win = opt.duration;
-    if (!stopping) {
-        for (int i = 0; i < opt.ncpu; i++) cpu1[i] = proc_cpu_ticks(opt.cpu_pid[i]);
-        getrusage(RUSAGE_SELF, &ru1);
-        if (opt.ncpu) nthr1 = thread_ticks(opt.cpu_pid[0], tid1, thr1);
-        rss1 = opt.rss_pid ? proc_rss_kb(opt.rss_pid) : -1;
-        for (int i = 0; i < opt.streams; i++) {
-            active += conns[i].active;
-            open += conns[i].fd >= 0 && conns[i].state != S_CONNECTING;
-        }
-        responses_win = responses;
-        stopping = 1;
-    }
 
     qsort(lat.v, lat.n, sizeof(int64_t), cmp64);
     qsort(ttft_all.v, ttft_all.n, sizeof(int64_t), cmp64);

@@ -373,6 +373,18 @@ static void test_mutations(void **state)
     }
 }
 
+/* a new OpenAI chat stream for <r>, fed <buf> whole */
+static struct tt_stream *fed_stream(struct tt_request *r, const char *buf, size_t len)
+{
+    struct tt_stream *st;
+
+    tt_request_init(r);
+    st = tt_stream_new(r, TT_API_OPENAI_CHAT, "text/event-stream", TT_THINK_AUTO);
+    assert_non_null(st);
+    tt_stream_feed(st, buf, len, 5);
+    return st;
+}
+
 /* the fast path does take the common chunk shapes (the figures in
  * bench/README.md mean nothing if it silently always fell back) */
 static void test_fast_path_taken(void **state)
@@ -394,10 +406,7 @@ static void test_fast_path_taken(void **state)
         size_t len = (size_t)snprintf(buf, sizeof(buf), "data: %s\n\ndata: [DONE]\n\n",
                                       common[i]);
 
-        tt_request_init(&r);
-        st = tt_stream_new(&r, TT_API_OPENAI_CHAT, "text/event-stream", TT_THINK_AUTO);
-        assert_non_null(st);
-        tt_stream_feed(st, buf, len, 5);
+        st = fed_stream(&r, buf, len);
         if (st->fast_events != 1)
             fail_msg("not read by the fast path: %s", common[i]);
         tt_stream_end(st, 1, 10);
@@ -412,12 +421,8 @@ static void test_fast_path_taken(void **state)
             "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"},\"finish_reason\":\"stop\"}]}\n\n"
             "data: [DONE]\n\n";
         struct tt_request r;
-        struct tt_stream *st;
+        struct tt_stream *st = fed_stream(&r, two, sizeof(two) - 1);
 
-        tt_request_init(&r);
-        st = tt_stream_new(&r, TT_API_OPENAI_CHAT, "text/event-stream", TT_THINK_AUTO);
-        assert_non_null(st);
-        tt_stream_feed(st, two, sizeof(two) - 1, 5);
         assert_int_equal(st->fast_events, 2);
         assert_int_equal(st->memo_hits, 1);
         tt_stream_end(st, 1, 10);
