@@ -420,6 +420,37 @@ static int members(struct cur *c, member_fn fn, void *ctx)
     return 0;
 }
 
+/*
+ * The elements of the array at c->p, one callback each (with c->p at the
+ * element); the callback returns 0 when it consumed it, -1 to give up.
+ */
+typedef int (*elem_fn)(struct cur *c, void *ctx);
+
+static int array(struct cur *c, elem_fn fn, void *ctx)
+{
+    if (peek(c) != '[' || ++c->depth > MAXDEPTH)
+        return -1;
+    c->p++;
+    if (peek(c) == ']') {
+        c->p++;
+        c->depth--;
+        return 0;
+    }
+    for (;;) {
+        int sep;
+
+        if (fn(c, ctx) != 0)
+            return -1;
+        sep = next(c);
+        if (sep == ']')
+            break;
+        if (sep != ',')
+            return -1;
+    }
+    c->depth--;
+    return 0;
+}
+
 /* a key met once; a second time gives up (cJSON takes the first) */
 static int once(unsigned *seen, unsigned bit)
 {
@@ -455,39 +486,29 @@ static int fn_tool(struct cur *c, const struct key *k, void *ctx)
     return object(c, fn_function, tc->t);
 }
 
+/* one element of tool_calls: an object's function, or two NULLs */
+static int tool_elem(struct cur *c, void *ctx)
+{
+    struct choice *ch = ctx;
+
+    if (ch->ntool == MAXTOOL)
+        return -1;
+    if (peek(c) == '{') {
+        struct toolctx tc = { &ch->tool[ch->ntool], 0 };
+        if (object(c, fn_tool, &tc) != 0)
+            return -1;
+    } else if (skip(c) != 0) {
+        return -1;
+    }
+    ch->ntool++;            /* a non-object element reports two NULLs */
+    return 0;
+}
+
 static int tool_calls(struct cur *c, struct choice *ch)
 {
     if (peek(c) != '[')
         return 1;               /* not an array: no tool calls */
-    if (++c->depth > MAXDEPTH)
-        return -1;
-    c->p++;
-    if (peek(c) == ']') {
-        c->p++;
-        c->depth--;
-        return 0;
-    }
-    for (;;) {
-        int sep;
-
-        if (ch->ntool == MAXTOOL)
-            return -1;
-        if (peek(c) == '{') {
-            struct toolctx tc = { &ch->tool[ch->ntool], 0 };
-            if (object(c, fn_tool, &tc) != 0)
-                return -1;
-        } else if (skip(c) != 0) {
-            return -1;
-        }
-        ch->ntool++;            /* a non-object element reports two NULLs */
-        sep = next(c);
-        if (sep == ']')
-            break;
-        if (sep != ',')
-            return -1;
-    }
-    c->depth--;
-    return 0;
+    return array(c, tool_elem, ch);
 }
 
 enum {
@@ -531,36 +552,26 @@ static int fn_choice(struct cur *c, const struct key *k, void *ctx)
     return 1;
 }
 
+/* one element of choices: an object with a delta */
+static int choice_elem(struct cur *c, void *ctx)
+{
+    struct chunk *k = ctx;
+    struct choice *ch;
+
+    if (k->nch == MAXCHOICE)
+        return -1;
+    ch = &k->ch[k->nch++];
+    memset(ch, 0, sizeof(*ch));
+    ch->index = -1;
+    return object(c, fn_choice, ch) != 0 || !ch->has_delta ? -1 : 0;
+}
+
 static int choices(struct cur *c, struct chunk *k)
 {
-    if (peek(c) != '[' || ++c->depth > MAXDEPTH)
+    if (peek(c) != '[')
         return -1;
-    c->p++;
     k->has_choices = 1;
-    if (peek(c) == ']') {
-        c->p++;
-        c->depth--;
-        return 0;
-    }
-    for (;;) {
-        struct choice *ch;
-        int sep;
-
-        if (k->nch == MAXCHOICE)
-            return -1;
-        ch = &k->ch[k->nch++];
-        memset(ch, 0, sizeof(*ch));
-        ch->index = -1;
-        if (object(c, fn_choice, ch) != 0 || !ch->has_delta)
-            return -1;
-        sep = next(c);
-        if (sep == ']')
-            break;
-        if (sep != ',')
-            return -1;
-    }
-    c->depth--;
-    return 0;
+    return array(c, choice_elem, k);
 }
 
 struct usectx { struct chunk *k; unsigned seen; };
