@@ -1,5 +1,7 @@
 """Keep-alive on both sides (SPEC 4)."""
 import re
+import socket
+import threading
 
 import harness
 from harness import build_request
@@ -52,3 +54,65 @@ def test_curl_multiple_urls_reuse_connection(t):
     t.eq(statuses, ["200"] * 3, "statuses")
     t.eq(connects, [1, 0, 0], "curl's new connections per URL")
     t.eq(sim_reqs, ["1", "2", "3"], "X-Sim-Conn-Requests (upstream reuse)")
+
+
+def test_bytes_after_a_streamed_response_keep_its_connection_out_of_the_pool(t):
+    """an upstream that sends bytes after the end of a chunked response, in
+    the same write as its last chunk (read while the body streams: the
+    direct path of proxy/leg.c): the client gets the response exactly and
+    nothing else, the connection is not reused (the bytes could be the
+    start of a forged second response), and the next request goes out on
+    a new connection"""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)             # closed with the test's process
+    per_conn = []                  # requests seen on each upstream connection
+    go_on = threading.Event()      # the client has the first chunk
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n")
+    forged = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged"
+
+    def one(s, k):
+        s.settimeout(10)
+        with s:
+            while True:
+                req = harness.read_request(s)
+                if req is None:
+                    return
+                per_conn[k] += 1
+                if k == 0 and per_conn[k] == 1:
+                    s.sendall(head + b"5\r\nfirst\r\n")
+                    go_on.wait(10)
+                    s.sendall(b"4\r\nlast\r\n0\r\n\r\n" + forged)
+                else:
+                    s.sendall(head + b"2\r\nok\r\n0\r\n\r\n")
+
+    def serve():
+        while True:
+            try:
+                s, _ = ls.accept()
+            except OSError:
+                return
+            per_conn.append(0)
+            threading.Thread(target=one, args=(s, len(per_conn) - 1), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    px = t.proxy(f"http://127.0.0.1:{ls.getsockname()[1]}")
+    c = px.conn()
+    c.send(build_request("GET", "/a"))
+    r = c.read_head()
+    t.eq(r.status, 200, "first status")
+    while b"first" not in c.data[r.body_off:]:
+        t.check(c.fill() > 0, "connection closed before the first chunk")
+    go_on.set()
+    r = c.read_body(r)
+    t.check(r.complete, "first body incomplete")
+    t.eq(r.body, b"firstlast", "first body")
+    r2 = c.request(build_request("GET", "/b"))
+    t.eq(r2.status, 200, "second status")
+    t.eq(r2.body, b"ok", "second body (never the forged bytes)")
+    c.close()
+    t.eq(per_conn, [1, 1], "requests per upstream connection")
+    recs = px.records(2)
+    t.eq([x["metadata"]["upstream_reused"] for x in recs], [False, False],
+         "upstream_reused of the two records")
