@@ -21,6 +21,8 @@
  */
 #include "proxy/decode.h"
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,26 +34,6 @@
 #define MAXCHOICE 4
 #define MAXTOOL   4
 #define MAXDEPTH  32
-
-/*
- * The prefix memo.  The chunks of one response mostly begin with the same
- * bytes ({"id":"chatcmpl-..","object":"chat.completion.chunk","created":..,
- * "model":"..",), about half of each event.  The scan of those bytes is a
- * function of the bytes alone, so the state it ends in (the root keys met,
- * the model) is kept with them; an event that begins with exactly the same
- * bytes resumes the scan after them.  Kept only when the prefix holds no
- * member the chunk's facts depend on other than the model (usage, choices
- * or a key that gives up come later), and the model has no escapes.
- */
-#define MEMO_BYTES 384
-
-struct tt_fast_memo {
-    size_t   len;               /* prefix bytes, up to the "choices" key; 0 none */
-    unsigned seen;              /* root keys met in them (the model: 1) */
-    size_t   model_off, model_len;  /* the model's raw bytes in the prefix */
-    int      has_model;
-    char     bytes[MEMO_BYTES];
-};
 
 /* tt_stream_fast = 0 sends every event to cJSON (tests compare both) */
 int tt_stream_fast = 1;
@@ -76,10 +58,70 @@ struct chunk {
     struct choice ch[MAXCHOICE];    /* last: cleared one by one as met */
 };
 
+/*
+ * The prefix memo.  The chunks of one response mostly begin with the same
+ * bytes ({"id":"chatcmpl-..","object":"chat.completion.chunk","created":..,
+ * "model":"..",), about half of each event.  The scan of those bytes is a
+ * function of the bytes alone, so the state it ends in (the root keys met,
+ * the model) is kept with them; an event that begins with exactly the same
+ * bytes resumes the scan after them.  Kept only when the prefix holds no
+ * member the chunk's facts depend on other than the model (usage, choices
+ * or a key that gives up come later), and the model has no escapes.
+ *
+ * The shape memo goes further for the rest of the event.  Between one
+ * token's chunk and the next, usually only string values change (the
+ * content, and fields like OpenAI's "obfuscation"): the keys, numbers,
+ * literals and punctuation are the same bytes.  A successful scan keeps
+ * the bytes after the prefix with the place of every string value in them
+ * (a hole) and the facts it read; the scan's path through an event is a
+ * function of everything but the holes' contents, which it only stores.
+ * So an event whose bytes outside the holes are exactly the kept ones, and
+ * whose holes hold valid strings, has the kept facts with each hole's
+ * string in its slot: the scanner compares the fixed bytes, reads the
+ * strings, and is done.  Any difference falls back to the scan, which
+ * keeps the new shape.
+ */
+#define MEMO_BYTES  384
+#define SHAPE_BYTES 256
+#define SHAPE_HOLES 6
+
+struct hole {
+    uint16_t q0, q1;            /* the opening quote; past the closing one */
+    int16_t  slot;              /* the fact's offset in struct chunk; -1 none */
+};
+
+/* the chunk's facts, as far as the shape keeps them (one choice) */
+#define SHAPE_FACTS (offsetof(struct chunk, ch) + sizeof(struct choice))
+
+struct tt_fast_memo {
+    size_t   len;               /* prefix bytes, up to the "choices" key; 0 none */
+    unsigned seen;              /* root keys met in them (the model: 1) */
+    size_t   model_off, model_len;  /* the model's raw bytes in the prefix */
+    int      has_model;
+    char     bytes[MEMO_BYTES];
+    /* the shape: the bytes after the prefix; 0 none */
+    size_t        slen;
+    unsigned      nhole;
+    struct hole   hole[SHAPE_HOLES];
+    unsigned char facts[SHAPE_FACTS];
+    char          sbytes[SHAPE_BYTES];
+};
+
+/* string values met by a scan after <base> (the prefix's end), for the
+ * shape memo; <base> NULL: none yet */
+struct holes {
+    const char  *base;
+    const char  *facts;         /* the struct chunk the scan fills */
+    unsigned     n;
+    int          over;          /* more than SHAPE_HOLES, or a slot beyond one choice */
+    struct hole  h[SHAPE_HOLES];
+};
+
 struct cur {
     const char *p, *e;
     char       *o, *oe;         /* scratch for unescaped strings */
     int         depth;
+    struct holes *log;          /* where string values are noted, or NULL */
 };
 
 static void ws(struct cur *c)
@@ -161,7 +203,8 @@ static int span(struct cur *c, const char **s, size_t *n, int *esc)
     return 0;
 }
 
-/* a string value into the scratch, unescaped and NUL-terminated */
+/* a string value into the scratch, unescaped and NUL-terminated; string
+ * facts come only through val_str, which notes them for the shape memo */
 static int str(struct cur *c, const char **out)
 {
     const char *s;
@@ -290,6 +333,31 @@ static int lit(struct cur *c, const char *w, size_t n)
 
 static int skip(struct cur *c);
 
+/* a string value from <q0> (its opening quote) to c->p read into the fact
+ * at <slot> (NULL: skipped), noted for the shape memo */
+static void hole(struct cur *c, const char *q0, const char **slot)
+{
+    struct holes *hs = c->log;
+    struct hole *h;
+    ptrdiff_t off = -1;
+
+    if (hs == NULL || hs->base == NULL || q0 < hs->base)
+        return;
+    if (slot != NULL) {
+        off = (const char *)slot - hs->facts;
+        if (off < 0 || (size_t)off + sizeof(*slot) > SHAPE_FACTS)
+            hs->over = 1;       /* a second choice's: not kept */
+    }
+    if (hs->n == SHAPE_HOLES || c->p - hs->base > SHAPE_BYTES) {
+        hs->over = 1;
+        return;
+    }
+    h = &hs->h[hs->n++];
+    h->q0 = (uint16_t)(q0 - hs->base);
+    h->q1 = (uint16_t)(c->p - hs->base);
+    h->slot = (int16_t)off;
+}
+
 /* "{" or "[" entered; members skipped */
 static int skip_container(struct cur *c, char close)
 {
@@ -332,8 +400,13 @@ static int skip(struct cur *c)
     int ch = peek(c);
 
     switch (ch) {
-    case '"':
-        return read_key(c, &k);
+    case '"': {
+        const char *q0 = c->p;
+        if (read_key(c, &k) != 0)
+            return -1;
+        hole(c, q0, NULL);
+        return 0;
+    }
     case '{':
         return skip_container(c, '}');
     case '[':
@@ -352,8 +425,13 @@ static int skip(struct cur *c)
 /* a value read as tt_jstr does: the string, else NULL */
 static int val_str(struct cur *c, const char **out)
 {
-    if (peek(c) == '"')
-        return str(c, out);
+    if (peek(c) == '"') {
+        const char *q0 = c->p;
+        if (str(c, out) != 0)
+            return -1;
+        hole(c, q0, out);
+        return 0;
+    }
     *out = NULL;
     return skip(c);
 }
@@ -638,6 +716,7 @@ static void memo_keep(struct rootctx *rc, const struct key *key)
     const char *model = rc->k->model;
 
     m->len = 0;
+    m->slen = 0;                /* a shape belongs to its prefix */
     if ((rc->seen & ~1u) != 0 || len > sizeof(m->bytes))
         return;
     m->has_model = model != NULL;
@@ -667,8 +746,11 @@ static int fn_root(struct cur *c, const struct key *key, void *ctx)
         return val_str(c, &k->model);
     }
     if (IS(key, "choices")) {
-        if (rc->keep != NULL)
+        if (rc->keep != NULL) {
             memo_keep(rc, key);
+            if (rc->keep->len > 0 && c->log != NULL)
+                c->log->base = rc->data + rc->keep->len;
+        }
         return once(&rc->seen, 2) ? -1 : choices(c, k);
     }
     if (IS(key, "usage")) {
@@ -685,36 +767,117 @@ static int fn_root(struct cur *c, const struct key *key, void *ctx)
     return 1;
 }
 
-static int scan(const char *data, size_t len, struct chunk *k, char *scratch,
-                struct tt_fast_memo *m, unsigned *hits)
+/* the model's bytes from the kept prefix into the scratch */
+static void memo_model(const struct tt_fast_memo *m, const char *data,
+                       struct chunk *k, struct cur *c)
 {
-    struct cur c = { data, data + len, scratch, scratch + SCRATCH, 0 };
+    if (m->has_model) {
+        memcpy(c->o, data + m->model_off, m->model_len);
+        c->o[m->model_len] = '\0';
+        k->model = c->o;
+        c->o += m->model_len + 1;
+    }
+}
+
+/* the event after the kept prefix, [p, e), against the kept shape: 0 and
+ * the facts in <k> when only its holes differ */
+static int shape_match(const struct tt_fast_memo *m, const char *p, const char *e,
+                       struct chunk *k, struct cur *c)
+{
+    size_t at = 0, seg;
+    unsigned i;
+
+    memcpy(k, m->facts, SHAPE_FACTS);
+    for (i = 0; i < m->nhole; i++) {
+        const struct hole *h = &m->hole[i];
+        const char *s;
+        size_t n;
+        int esc;
+
+        seg = h->q0 - at;
+        if ((size_t)(e - p) < seg || memcmp(p, m->sbytes + at, seg) != 0)
+            return -1;
+        c->p = p + seg;
+        if (h->slot >= 0) {
+            if (str(c, (const char **)(void *)((char *)k + h->slot)) != 0)
+                return -1;
+        } else if (span(c, &s, &n, &esc) != 0) {
+            return -1;
+        }
+        p = c->p;
+        at = h->q1;
+    }
+    seg = m->slen - at;
+    return (size_t)(e - p) == seg && memcmp(p, m->sbytes + at, seg) == 0 ? 0 : -1;
+}
+
+/*
+ * Keep the shape of a scanned event (its bytes from hs->base on).  Every
+ * string fact is read by val_str, which notes it as a hole, and the model
+ * before the holes is the prefix's; so each pointer in the kept facts is
+ * refilled when the shape is used.
+ */
+static void shape_keep(struct tt_fast_memo *m, const struct holes *hs,
+                       const char *data, size_t len, const struct chunk *k)
+{
+    size_t n;
+
+    m->slen = 0;
+    if (hs->base == NULL || hs->over || hs->base != data + m->len || k->nch > 1)
+        return;
+    n = (size_t)(data + len - hs->base);
+    if (n == 0 || n > SHAPE_BYTES)
+        return;
+    memcpy(m->sbytes, hs->base, n);
+    memcpy(m->hole, hs->h, hs->n * sizeof(hs->h[0]));
+    memcpy(m->facts, k, SHAPE_FACTS);
+    m->nhole = hs->n;
+    m->slen = n;
+}
+
+static int scan(const char *data, size_t len, struct chunk *k, char *scratch,
+                struct tt_fast_memo *m, unsigned *hits, unsigned *shape_hits)
+{
+    struct holes hs = { NULL, (const char *)k, 0, 0, { { 0, 0, 0 } } };
+    struct cur c = { data, data + len, scratch, scratch + SCRATCH, 0, NULL };
     struct rootctx rc = { k, 0, data, NULL, NULL };
 
-    memset(k, 0, offsetof(struct chunk, ch));
-    k->in = k->out = k->rsn = k->cached_hit = -1;
-    k->rsn_d = k->cached_d = -1;
     if (m != NULL && m->len > 0 && len > m->len && memcmp(data, m->bytes, m->len) == 0) {
-        /* the same bytes as the kept prefix: the scan's state after them */
-        rc.seen = m->seen;
-        if (m->has_model) {
-            memcpy(c.o, data + m->model_off, m->model_len);
-            c.o[m->model_len] = '\0';
-            k->model = c.o;
-            c.o += m->model_len + 1;
+        /* the same bytes as the kept prefix */
+        if (m->slen > 0 && shape_match(m, data + m->len, data + len, k, &c) == 0) {
+            memo_model(m, data, k, &c);
+            (*shape_hits)++;
+            return 0;
         }
+        /* else the scan's state after the prefix */
+        c.o = scratch;
+        memset(k, 0, offsetof(struct chunk, ch));
+        k->in = k->out = k->rsn = k->cached_hit = -1;
+        k->rsn_d = k->cached_d = -1;
+        rc.seen = m->seen;
+        memo_model(m, data, k, &c);
         c.p = data + m->len;
         c.depth = 1;
+        hs.base = c.p;
+        c.log = &hs;
         (*hits)++;
         if (members(&c, fn_root, &rc) != 0)
             return -1;
     } else {
+        memset(k, 0, offsetof(struct chunk, ch));
+        k->in = k->out = k->rsn = k->cached_hit = -1;
+        k->rsn_d = k->cached_d = -1;
         rc.keep = m;
+        c.log = m != NULL ? &hs : NULL;
         if (object(&c, fn_root, &rc) != 0)
             return -1;
     }
     ws(&c);
-    return c.p == c.e ? 0 : -1;     /* trailing bytes: malformed */
+    if (c.p != c.e)
+        return -1;      /* trailing bytes: malformed */
+    if (m != NULL)
+        shape_keep(m, &hs, data, len, k);
+    return 0;
 }
 
 /* an inner details count as tt_jint(tt_jget(u, details), key) gives it:
@@ -734,7 +897,7 @@ int tt_dec_openai_chat_fast(struct tt_stream *st, const char *data, size_t len)
         return -1;
     if (st->memo == NULL)
         st->memo = calloc(1, sizeof(*st->memo));    /* once per response */
-    if (scan(data, len, &k, scratch, st->memo, &st->memo_hits) != 0)
+    if (scan(data, len, &k, scratch, st->memo, &st->memo_hits, &st->shape_hits) != 0)
         return -1;
 
     /* what openai_event() does with the tree, in its order */

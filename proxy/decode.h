@@ -73,6 +73,7 @@ struct tt_stream {
     int                      err_code;  /* numeric code of the first error object */
     unsigned                 fast_events; /* events read by dec->fast (tests) */
     unsigned                 memo_hits;   /* of those, resumed after a known prefix */
+    unsigned                 shape_hits;  /* of those, read by the known shape */
     struct tt_fast_memo     *memo;      /* owned: dec->fast's prefix memo, or NULL */
 };
 

@@ -373,6 +373,103 @@ static void test_mutations(void **state)
     }
 }
 
+/* <n> events in one stream, both paths, whole and split */
+static void events_stream(const char *const *ev, size_t n, const char *what)
+{
+    size_t i, len = 0, cap = 64;
+    char *buf;
+    int mode;
+
+    for (i = 0; i < n; i++)
+        cap += strlen(ev[i]) + 10;
+    buf = malloc(cap);
+    assert_non_null(buf);
+    for (i = 0; i < n; i++)
+        len += (size_t)sprintf(buf + len, "data: %s\n\n", ev[i]);
+    len += (size_t)sprintf(buf + len, "data: [DONE]\n\n");
+    for (mode = 0; mode < 6; mode++)
+        compare("text/event-stream", buf, len, mode, what);
+    free(buf);
+}
+
+/*
+ * The shape memo: a chunk that differs from the one before it only inside
+ * string values reads them from the kept shape.  Every string a value can
+ * hold (escapes, empty, quotes that end it early and change the structure,
+ * \u and control bytes that give up) goes into each hole of the common
+ * shapes, right after the shape was kept, and must read as cJSON reads it.
+ */
+static void test_shape_holes(void **state)
+{
+    static const char *const shapes[] = {
+        "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"},\"logprobs\":null,\"finish_reason\":null}],\"obfuscation\":\"%s\"}",
+        "{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":null,\"reasoning_content\":\"%s\"},\"finish_reason\":null}],\"usage\":null,\"x\":[\"%s\"]}",
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"%s\",\"arguments\":\"%s\"}}]},\"finish_reason\":null}]}",
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"},\"finish_reason\":\"%s\"}],\"model\":\"n\"}",
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"%s\"}}],\"model\":\"%s\"}",
+    };
+    static const char *const strings[] = {
+        "a", "", "tok en", "\\\"q\\\"", "\\\\n", "a\\/b\\tc\\r\\b\\f", "\\u00e9",
+        "\\ud83d\\ude00", "x\",\"content\":\"y", "x\"},\"finish_reason\":\"stop",
+        "x\"}]}", "\x01", "bad \\x", "<think>", "</think>tail", "\xc3\xa9\xe2\x82\xac",
+        "0123456789012345678901234567890123456789012345678901234567890123456789",
+        "\\", "\"",
+    };
+    size_t i, j, h;
+
+    (void)state;
+    for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        for (j = 0; j < sizeof(strings) / sizeof(strings[0]); j++)
+            for (h = 0; h < 3; h++) {
+                char a[1024], b[1024], c[1024];
+                const char *ev[3] = { a, b, c };
+                const char *s1 = h & 1 ? "k" : strings[j], *s2 = h & 2 ? "k" : strings[j];
+
+                snprintf(a, sizeof(a), shapes[i], "first", "1");
+                snprintf(b, sizeof(b), shapes[i], s1, s2);
+                snprintf(c, sizeof(c), shapes[i], "last", "2");
+                events_stream(ev, 3, b);
+            }
+}
+
+/*
+ * Shapes that are not kept.  Past SHAPE_HOLES strings a fact would lie in
+ * the kept bytes with nothing to refill it; a second choice is not in the
+ * kept facts.  Each sequence here reads wrongly if such a shape were kept
+ * (the third event would take a fact from an earlier event's scratch).
+ */
+static void test_shape_not_kept(void **state)
+{
+    static const char *const holes[] = {
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"first\",\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\",\"e\":\"5\",\"content\":\"same\"}}]}",
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"a longer reasoning\",\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\",\"e\":\"5\",\"content\":\"same\"}}]}",
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"last\",\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\",\"e\":\"5\",\"content\":\"same\"}}]}",
+    };
+    static const char *const choices[] = {
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}},{\"index\":1,\"delta\":{}}],\"o\":\"1\"}",
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"q\"}},{\"index\":7,\"delta\":{\"content\":\"z\"}}],\"bad\":tru}",
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"}},{\"index\":1,\"delta\":{}}],\"o\":\"2\"}",
+    };
+
+    (void)state;
+    events_stream(holes, 3, "a fact past the kept holes");
+    events_stream(choices, 3, "a second choice");
+}
+
+/* a new prefix drops the shape kept under the old one: here the shape of
+ * an event with a model in its prefix, under a prefix without one */
+static void test_shape_belongs_to_its_prefix(void **state)
+{
+    static const char *const ev[] = {
+        "{\"model\":\"\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}",
+        "{\"id\":\"x\",\"choices\":[{\"delta\":{\"content\":\"b\"}}],\"usage\":tru}",
+        "{\"id\":\"x\",\"choices\":[{\"delta\":{\"content\":\"c\"}}]}",
+    };
+
+    (void)state;
+    events_stream(ev, 3, "prefix change");
+}
+
 /* a new OpenAI chat stream for <r>, fed <buf> whole */
 static struct tt_stream *fed_stream(struct tt_request *r, const char *buf, size_t len)
 {
@@ -425,9 +522,29 @@ static void test_fast_path_taken(void **state)
 
         assert_int_equal(st->fast_events, 2);
         assert_int_equal(st->memo_hits, 1);
+        assert_int_equal(st->shape_hits, 0);
         tt_stream_end(st, 1, 10);
         assert_string_equal(r.s.model, "m-1");
         assert_int_equal(r.s.answer_events, 2);
+        tt_stream_free(st);
+        tt_request_reset(&r);
+    }
+    /* chunks that differ only in string values are read by the kept shape */
+    {
+        static const char three[] =
+            "data: {\"id\":\"c\",\"model\":\"m-2\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}],\"obfuscation\":\"x\"}\n\n"
+            "data: {\"id\":\"c\",\"model\":\"m-2\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" longer\"},\"finish_reason\":null}],\"obfuscation\":\"yy\"}\n\n"
+            "data: {\"id\":\"c\",\"model\":\"m-2\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\\n\"},\"finish_reason\":null}],\"obfuscation\":\"\"}\n\n"
+            "data: [DONE]\n\n";
+        struct tt_request r;
+        struct tt_stream *st = fed_stream(&r, three, sizeof(three) - 1);
+
+        assert_int_equal(st->fast_events, 3);
+        assert_int_equal(st->shape_hits, 2);
+        tt_stream_end(st, 1, 10);
+        assert_string_equal(r.s.model, "m-2");
+        assert_int_equal(r.s.answer_events, 3);
+        assert_int_equal(r.s.answer_bytes, 9);
         tt_stream_free(st);
         tt_request_reset(&r);
     }
@@ -438,6 +555,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fast_path_taken),
         cmocka_unit_test(test_edge_cases),
+        cmocka_unit_test(test_shape_holes),
+        cmocka_unit_test(test_shape_belongs_to_its_prefix),
+        cmocka_unit_test(test_shape_not_kept),
         cmocka_unit_test(test_fixtures_both_paths),
         cmocka_unit_test(test_mutations),
     };
