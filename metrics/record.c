@@ -73,27 +73,34 @@ static void jw_lit(struct jw *w, const char *s)
     jw_raw(w, s, strlen(s));
 }
 
-static void jw_u64(struct jw *w, uint64_t v)
+static const char pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* <v> in decimal ending at <end>; returns where it starts (20 bytes at most) */
+static char *fmt_u64(char *end, uint64_t v)
 {
-    static const char pairs[] =
-        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-        "8081828384858687888990919293949596979899";
-    char tmp[24];
-    int i = sizeof(tmp);
     while (v >= 100) {
         unsigned d = (unsigned)(v % 100) * 2;
         v /= 100;
-        tmp[--i] = pairs[d + 1];
-        tmp[--i] = pairs[d];
+        *--end = pairs[d + 1];
+        *--end = pairs[d];
     }
     if (v >= 10) {
-        tmp[--i] = pairs[v * 2 + 1];
-        tmp[--i] = pairs[v * 2];
+        *--end = pairs[v * 2 + 1];
+        *--end = pairs[v * 2];
     } else {
-        tmp[--i] = (char)('0' + v);
+        *--end = (char)('0' + v);
     }
-    jw_raw(w, tmp + i, sizeof(tmp) - (size_t)i);
+    return end;
+}
+
+static void jw_u64(struct jw *w, uint64_t v)
+{
+    char tmp[24];
+    char *s = fmt_u64(tmp + sizeof(tmp), v);
+    jw_raw(w, s, (size_t)(tmp + sizeof(tmp) - s));
 }
 
 static void jw_i64(struct jw *w, int64_t v)
@@ -106,23 +113,36 @@ static void jw_i64(struct jw *w, int64_t v)
     }
 }
 
-/* <ns> as milliseconds, exact: integer part, up to six decimals */
+/* <ns> as milliseconds, exact: integer part, up to six decimals, written
+ * at <o> (MS_MAX bytes at most); returns the length */
+#define MS_MAX 27
+
+static size_t fmt_ms(char *o, uint64_t ns)
+{
+    char tmp[24];
+    char *s = fmt_u64(tmp + sizeof(tmp), ns / 1000000);
+    size_t n = (size_t)(tmp + sizeof(tmp) - s);
+    unsigned frac = (unsigned)(ns % 1000000);
+
+    memcpy(o, s, n);
+    if (frac != 0) {
+        char *f = o + n;
+        size_t k = 6;
+        f[0] = '.';
+        memcpy(f + 1, pairs + frac / 10000 * 2, 2);
+        memcpy(f + 3, pairs + frac / 100 % 100 * 2, 2);
+        memcpy(f + 5, pairs + frac % 100 * 2, 2);
+        while (f[k] == '0')
+            k--;
+        n += k + 1;
+    }
+    return n;
+}
+
 static void jw_ms(struct jw *w, uint64_t ns)
 {
-    uint64_t frac = ns % 1000000;
-    jw_u64(w, ns / 1000000);
-    if (frac != 0) {
-        char tmp[8];
-        int n = 6;
-        tmp[0] = '.';
-        for (int i = 6; i >= 1; i--) {
-            tmp[i] = (char)('0' + frac % 10);
-            frac /= 10;
-        }
-        while (tmp[n] == '0')
-            n--;
-        jw_raw(w, tmp, (size_t)n + 1);
-    }
+    char tmp[MS_MAX];
+    jw_raw(w, tmp, fmt_ms(tmp, ns));
 }
 
 static void jw_double(struct jw *w, double v)
@@ -554,10 +574,13 @@ char *tt_record_format(const struct tt_request *r,
     if (ngaps > 0) {
         jw_key(&w, "inter_chunk_latency", &f);
         jw_lit(&w, "{\"value\":[");
-        for (uint32_t i = 0; i < ngaps; i++) {
-            if (i)
-                jw_raw(&w, ",", 1);
-            jw_ms(&w, tt_icl_ns(r, i));
+        /* room for all of them at once: one gap a token, the record's bulk */
+        if (jw_grow(&w, (size_t)ngaps * (MS_MAX + 1)) == 0) {
+            for (uint32_t i = 0; i < ngaps; i++) {
+                if (i)
+                    w.p[w.len++] = ',';
+                w.len += fmt_ms(w.p + w.len, tt_icl_ns(r, i));
+            }
         }
         jw_lit(&w, "],\"unit\":\"ms\"}");
     }

@@ -68,6 +68,7 @@ struct tt_conn {
     struct tt_worker   *w;          /* borrowed */
     struct tt_conn     *next, *prev;/* worker's list */
     struct bufferevent *cbev;       /* owned: the client socket */
+    evutil_socket_t     cfd;        /* cbev's socket (for direct writes) */
     struct event       *ctimer;     /* owned: deadlines, see the top */
     struct evbuffer    *stage;      /* owned: response bytes on their way to the client */
     struct evbuffer    *held;       /* owned: RQ_HOLD's body bytes (proxy/usagewire.h),
@@ -245,7 +246,7 @@ void tt_conn_flush(struct tt_conn *c)
     if (evbuffer_get_length(c->stage) == 0)
         return;
     if (c->plain_client && evbuffer_get_length(out) == 0) {
-        evbuffer_write(c->stage, bufferevent_getfd(c->cbev));
+        evbuffer_write(c->stage, c->cfd);
         if (evbuffer_get_length(c->stage) == 0) {
             tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->pri.now, tt_now_mono());
             return;
@@ -264,7 +265,7 @@ int tt_conn_body(struct tt_conn *c, const char *buf, size_t n)
     if (!c->plain_client || evbuffer_get_length(c->stage) != 0 ||
         evbuffer_get_length(out) != 0)
         return -1;
-    w = send(bufferevent_getfd(c->cbev), buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    w = send(c->cfd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w == (ssize_t)n) {
         tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->pri.now, tt_now_mono());
         return 0;
@@ -386,16 +387,42 @@ void tt_conn_no_keepalive(struct tt_conn *c)
 /* request side                                                        */
 
 /* a generated id, so that even a request rejected mid-head has one */
+/*
+ * Random bytes for request ids, drawn from OpenSSL a batch at a time: one
+ * RAND_bytes call costs about as much as a whole request's head parse,
+ * whatever its length.  Per thread, so no lock; workers never fork.
+ */
+static int request_random(unsigned char *out, size_t n)
+{
+    static _Thread_local unsigned char pool[512];
+    static _Thread_local size_t left;
+
+    if (left < n) {
+        if (RAND_bytes(pool, sizeof(pool)) != 1)
+            return -1;
+        left = sizeof(pool);
+    }
+    left -= n;
+    memcpy(out, pool + left, n);
+    return 0;
+}
+
 static void generate_request_id(struct tt_conn *c)
 {
+    static const char hex[] = "0123456789abcdef";
     unsigned char rnd[8];
+    char *o = c->req.request_id;
     size_t i;
 
-    if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+    if (request_random(rnd, sizeof(rnd)) != 0)
         memcpy(rnd, &c->now, sizeof(rnd));
-    memcpy(c->req.request_id, "tt-", 3);
-    for (i = 0; i < sizeof(rnd); i++)
-        snprintf(c->req.request_id + 3 + 2 * i, 3, "%02x", rnd[i]);
+    memcpy(o, "tt-", 3);
+    o += 3;
+    for (i = 0; i < sizeof(rnd); i++) {
+        *o++ = hex[rnd[i] >> 4];
+        *o++ = hex[rnd[i] & 15];
+    }
+    *o = '\0';
 }
 
 /* the client's X-Request-Id, when it sent one, replaces the generated id */
@@ -1138,6 +1165,7 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
     }
     tt_nodelay(c->cbev);
     c->plain_client = bufferevent_openssl_get_ssl(c->cbev) == NULL;
+    c->cfd = fd;
     bufferevent_setcb(c->cbev, client_read, client_write, client_event, c);
     bufferevent_setwatermark(c->cbev, EV_READ, 0, cfg->buffer_bytes);
     {

@@ -233,6 +233,59 @@ static void test_record_fields(void **state)
     tt_request_reset(&r);
 }
 
+/* the inter-chunk gaps are written exactly, in ms with up to six decimals
+ * and no trailing zeros, however many there are */
+static void test_record_gaps_exact(void **state)
+{
+    static const uint64_t gaps[] = {
+        25 * MS, 1, 10, 1500000, 999999, 1000001, 3600000 * MS + 7, 120000, 0,
+        123456789,
+    };
+    static const char want[] =
+        "\"inter_chunk_latency\":{\"value\":[25,0.000001,0.00001,1.5,0.999999,"
+        "1.000001,3600000.000007,0.12,0,123.456789],\"unit\":\"ms\"}";
+    struct tt_request r;
+    char *line;
+    uint64_t t = T0 + 200 * MS;
+    size_t i;
+
+    (void)state;
+    sample(&r);
+    r.n_token_ts = 0;
+    r.s.token_events = r.s.events = r.s.answer_events = r.s.reasoning_events = 0;
+    r.ts[TT_TS_FIRST_TOKEN] = r.ts[TT_TS_SECOND_TOKEN] = r.ts[TT_TS_FIRST_OUTPUT_TOKEN] = 0;
+    token(&r, 200, 0);
+    for (i = 0; i < sizeof(gaps) / sizeof(gaps[0]); i++) {
+        t += gaps[i];
+        tt_request_token(&r, t);
+        r.ts[TT_TS_LAST_TOKEN] = t;
+    }
+    r.ts[TT_TS_RESPONSE_COMPLETE] = r.ts[TT_TS_DELIVERED] = t + MS;
+    cJSON_Delete(format_parse(&r, NULL, &line));
+    if (strstr(line, want) == NULL)
+        fail_msg("gaps not written exactly:\n%s\nwant %s", line, want);
+    free(line);
+    tt_request_reset(&r);
+
+    /* many gaps: the list is sized once, not grown per number */
+    sample(&r);
+    t = r.ts[TT_TS_LAST_TOKEN];
+    for (i = 0; i < 5000; i++) {
+        t += 1000000 + i;
+        tt_request_token(&r, t);
+    }
+    r.ts[TT_TS_LAST_TOKEN] = t;
+    r.ts[TT_TS_RESPONSE_COMPLETE] = r.ts[TT_TS_DELIVERED] = t + MS;
+    cJSON *j = format_parse(&r, NULL, NULL);
+    cJSON *icl = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"),
+                                                         "inter_chunk_latency"), "value");
+    assert_int_equal(cJSON_GetArraySize(icl), 3 + 5000);
+    assert_true(cJSON_GetArrayItem(icl, 3)->valuedouble == 1);
+    assert_true(cJSON_GetArrayItem(icl, 3 + 4999)->valuedouble == 1.004999);
+    cJSON_Delete(j);
+    tt_request_reset(&r);
+}
+
 static void test_record_error_and_absent(void **state)
 {
     struct tt_request r;
@@ -596,6 +649,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_record_fields),
         cmocka_unit_test(test_record_server_truth),
+        cmocka_unit_test(test_record_gaps_exact),
         cmocka_unit_test(test_record_error_and_absent),
         cmocka_unit_test(test_record_escaping_and_secrets),
         cmocka_unit_test(test_redact_path_spellings),
