@@ -17,6 +17,8 @@
 # skipped with a message when missing).  Prints one line per workload:
 #   CG workload=NAME ir_per_event=N events=N
 # and, with CG_TOP=1, the top functions of the K2 run.
+# CG_GAP (ms, default 3) and CG_TOKENS (default 100) set the sim stream's
+# pacing and length: CG_GAP=0 CG_TOKENS=2000 is the throughput load.
 set -u
 
 B=${1:-build}
@@ -27,6 +29,7 @@ R=$(pwd)
 K1=${CG_K1:-2}
 K2=${CG_K2:-8}
 GAP=${CG_GAP:-3}
+TOKENS=${CG_TOKENS:-100}
 FX=$R/../shared/fixtures/streams
 command -v valgrind >/dev/null 2>&1 || { echo "callgrind: valgrind missing (apt-get install valgrind)" >&2; exit 1; }
 T=$(mktemp -d /tmp/tokentap-cg.XXXXXX)
@@ -113,7 +116,7 @@ EOF
     sed -n 's/^summary: //p' "$d/cg"
 }
 
-SIMBODY="{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":true},\"sim\":{\"ttft_ms\":5,\"tokens\":100,\"gap_ms\":$GAP}}"
+SIMBODY="{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":true},\"sim\":{\"ttft_ms\":5,\"tokens\":$TOKENS,\"gap_ms\":$GAP}}"
 workload sim "$SIMBODY"
 if command -v nginx >/dev/null 2>&1 && [ -z "${CG_NO_NGINX:-}" ]; then
     # events per request: the sim's stream as tokentap counted it above

@@ -580,16 +580,16 @@ static void fam_observe(const struct tt_agg *a, struct series *s, int f, double 
  * lock is taken: one observation per gap is per-event work, and a
  * 100,000-token answer must not hold the lock that every worker's
  * request end takes.  Under the lock only the distinct buckets are added
- * (tt_wcursor_add).  Gaps beyond GAP_DISTINCT distinct window buckets
- * (rare: 64 sub-buckets per octave) are recorded one by one from <rest>.
+ * (tt_wcursor_add).  The counts go into a per-thread table indexed by the
+ * window bucket (no search per gap), which is left zeroed again after use.
  */
-#define GAP_DISTINCT 96
+static _Thread_local uint32_t gap_n[TT_HIST_BUCKETS];
 
 struct gaps {
-    unsigned nd, last;
-    uint32_t rest, ngaps;
-    uint16_t idx[GAP_DISTINCT];
-    uint32_t n[GAP_DISTINCT];
+    unsigned nd;
+    uint32_t ngaps;
+    uint16_t idx[TT_HIST_BUCKETS];          /* the buckets met, in gap_n */
+    uint32_t n[TT_HIST_BUCKETS];            /* their counts, for tt_wcursor_add */
     uint64_t count, sum, min, max;          /* us: the window histogram */
     uint64_t fb[TT_AGG_MAX_BUCKETS + 1];    /* the family's buckets */
     double   fsum;
@@ -602,19 +602,18 @@ static void gaps_collect(const struct tt_agg *a, const struct tt_request *r, str
     unsigned nb = a->nb[TT_FAM_ICL];
     uint32_t i;
 
-    g->nd = g->last = 0;
+    g->nd = 0;
     g->ngaps = tt_icl_count(r);
-    g->rest = g->ngaps;
     g->count = g->sum = g->max = 0;
     g->min = UINT64_MAX;
     memset(g->fb, 0, (nb + 1) * sizeof(g->fb[0]));
     g->fsum = 0;
-    g->fcount = 0;
+    g->fcount = g->ngaps;
     for (i = 0; i < g->ngaps; i++) {
         uint64_t ns = tt_icl_ns(r, i);
         uint64_t us = (ns + 500) / 1000;
         double v = (double)ns / 1e9;
-        unsigned lo = 0, hi = nb;
+        unsigned lo = 0, hi = nb, x = tt_hist_index(us);
         while (lo < hi) {           /* first bound >= v, or nb (+Inf) */
             unsigned mid = (lo + hi) / 2;
             if (v <= b[mid])
@@ -624,29 +623,18 @@ static void gaps_collect(const struct tt_agg *a, const struct tt_request *r, str
         }
         g->fb[lo]++;
         g->fsum += v;
-        g->fcount++;
-        if (i < g->rest) {
-            unsigned x = tt_hist_index(us), j = g->last;
-            if (j >= g->nd || g->idx[j] != x)
-                for (j = 0; j < g->nd && g->idx[j] != x; j++)
-                    ;
-            if (j == g->nd) {
-                if (g->nd == GAP_DISTINCT) {
-                    g->rest = i;    /* the rest one by one, under the lock */
-                    continue;
-                }
-                g->idx[g->nd] = (uint16_t)x;
-                g->n[g->nd++] = 0;
-            }
-            g->n[j]++;
-            g->last = j;
-            g->count++;
-            g->sum += us;
-            if (us < g->min)
-                g->min = us;
-            if (us > g->max)
-                g->max = us;
-        }
+        if (gap_n[x]++ == 0)
+            g->idx[g->nd++] = (uint16_t)x;
+        g->sum += us;
+        if (us < g->min)
+            g->min = us;
+        if (us > g->max)
+            g->max = us;
+    }
+    g->count = g->ngaps;
+    for (i = 0; i < g->nd; i++) {
+        g->n[i] = gap_n[g->idx[i]];
+        gap_n[g->idx[i]] = 0;
     }
 }
 
@@ -694,8 +682,6 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
             if (m->present & (1u << i))
                 tt_wcursor_record(ws, &c, (unsigned)i, to_window(i, m->v[i]));
         tt_wcursor_add(ws, &c, WH_ICL, g.idx, g.n, g.nd, g.count, g.sum, g.min, g.max);
-        for (uint32_t i = g.rest; i < g.ngaps; i++)
-            tt_wcursor_record(ws, &c, WH_ICL, (tt_icl_ns(r, i) + 500) / 1000);
     }
 
     const char *model = r->model[0] ? r->model : r->s.model;

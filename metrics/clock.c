@@ -167,12 +167,6 @@ uint32_t tt_icl_count(const struct tt_request *r)
     return r->n_token_ts - 1;
 }
 
-uint64_t tt_icl_ns(const struct tt_request *r, uint32_t i)
-{
-    uint64_t a = r->token_ts[i], b = r->token_ts[i + 1];
-    return b >= a ? b - a : 0;
-}
-
 enum tt_outcome tt_request_outcome(const struct tt_request *r)
 {
     if (r->cancelled)

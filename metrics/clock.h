@@ -60,8 +60,13 @@ static inline int tt_metric_has(const struct tt_metric_values *m,
 
 /* number of inter-chunk gaps (token events - 1, 0 for non-streaming) */
 uint32_t tt_icl_count(const struct tt_request *r);
-/* gap <i> (0-based) between token events i and i+1, in ns */
-uint64_t tt_icl_ns(const struct tt_request *r, uint32_t i);
+/* gap <i> (0-based) between token events i and i+1, in ns (inline: it is
+ * read once per token when a request ends) */
+static inline uint64_t tt_icl_ns(const struct tt_request *r, uint32_t i)
+{
+    uint64_t a = r->token_ts[i], b = r->token_ts[i + 1];
+    return b >= a ? b - a : 0;
+}
 
 /*
  * Cancelled (client gone) beats error; error is an own error
