@@ -683,13 +683,16 @@ static void request_complete(struct tt_conn *c)
      * it waited in the buffer for the upstream connection */
     c->req.ts[TT_TS_REQUEST_COMPLETE] = c->last_cread;
     c->req.bytes_in = c->body_bytes;
+    /* the primary's last request bytes leave before the body is inspected:
+     * what the inspector finds only goes into the records */
+    c->pri.now = c->now;
+    tt_leg_request_done(&c->pri, &c->req);
+    tt_leg_push(&c->pri);
     if (c->insp_on) {
         tt_inspect_finish(&c->insp, &c->req);
         tt_inspect_free(&c->insp);
         c->insp_on = 0;
     }
-    c->pri.now = c->now;
-    tt_leg_request_done(&c->pri, &c->req);
     for (l = c->shadows; l != NULL; l = next) {
         next = l->cnext;
         if (l->seq == c->nreq && !l->sent_all) {

@@ -835,6 +835,14 @@ static void shape_keep(struct tt_fast_memo *m, const struct holes *hs,
     m->slen = n;
 }
 
+/* the facts before a scan: nothing met, the counts absent */
+static void chunk_init(struct chunk *k)
+{
+    memset(k, 0, offsetof(struct chunk, ch));
+    k->in = k->out = k->rsn = k->cached_hit = -1;
+    k->rsn_d = k->cached_d = -1;
+}
+
 static int scan(const char *data, size_t len, struct chunk *k, char *scratch,
                 struct tt_fast_memo *m, unsigned *hits, unsigned *shape_hits)
 {
@@ -851,9 +859,7 @@ static int scan(const char *data, size_t len, struct chunk *k, char *scratch,
         }
         /* else the scan's state after the prefix */
         c.o = scratch;
-        memset(k, 0, offsetof(struct chunk, ch));
-        k->in = k->out = k->rsn = k->cached_hit = -1;
-        k->rsn_d = k->cached_d = -1;
+        chunk_init(k);
         rc.seen = m->seen;
         memo_model(m, data, k, &c);
         c.p = data + m->len;
@@ -864,9 +870,7 @@ static int scan(const char *data, size_t len, struct chunk *k, char *scratch,
         if (members(&c, fn_root, &rc) != 0)
             return -1;
     } else {
-        memset(k, 0, offsetof(struct chunk, ch));
-        k->in = k->out = k->rsn = k->cached_hit = -1;
-        k->rsn_d = k->cached_d = -1;
+        chunk_init(k);
         rc.keep = m;
         c.log = m != NULL ? &hs : NULL;
         if (object(&c, fn_root, &rc) != 0)
