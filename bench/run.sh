@@ -382,6 +382,19 @@ function paired(t, c, f,   r, n, a, i, j, x) {
     for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
     return ((n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2) " " a[1] " " a[n]
 }
+# config minus <ref>, paired within each round: "median min max at_or_below n" (us), or ""
+function pairedvs(t, c, ref, f,   r, n, a, i, j, x, le) {
+    n = 0; le = 0
+    for (r = 1; r <= rounds; r++)
+        if ((t SUBSEP c SUBSEP f SUBSEP r) in rv && (t SUBSEP ref SUBSEP f SUBSEP r) in rv) {
+            a[++n] = rv[t, c, f, r] - rv[t, ref, f, r]
+            if (a[n] <= 0) le++
+        }
+    if (!n) return ""
+    for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
+    return ((n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2) " " a[1] " " a[n] " " le " " n
+}
+function svs(x,   p) { if (x == "") return "-"; split(x, p, " "); return sprintf("%+.3f [%+.3f %+.3f] %d/%d", p[1] / 1000, p[2] / 1000, p[3] / 1000, p[4], p[5]) }
 function spr(x,   p) { if (x == "") return "-"; split(x, p, " "); return sprintf("%+.3f [%+.3f %+.3f]", p[1] / 1000, p[2] / 1000, p[3] / 1000) }
 # us CPU per event per round: "median min max"
 function cpuev(c,   r, n, a, i, j, x) {
@@ -452,6 +465,13 @@ END {
         for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || (g("lat100", c, "lat_p50_us") == "" && g("lat1", c, "lat_p50_us") == "")) continue
             printf "%-18s | %-25s %-25s | %-25s %-25s\n", name[c], spr(paired("lat100", c, "lat_p50_us")), spr(paired("lat100", c, "lat_p99_us")),
               spr(paired("lat1", c, "lat_p50_us")), spr(paired("lat1", c, "lat_p99_us")) }
+    }
+    if ((has["lat100"] || has["lat1"]) && g("lat100", "nginx", "lat_p50_us") != "") {
+        printf "\nPer-event latency against nginx, ms: config - nginx paired within each round, median [min max], rounds at or below nginx\n"
+        printf "%-18s | %-30s %-30s | %-30s %-30s\n", "config", "100 streams p50", "p99", "1 stream p50", "p99"
+        for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || c == "nginx" || (g("lat100", c, "lat_p50_us") == "" && g("lat1", c, "lat_p50_us") == "")) continue
+            printf "%-18s | %-30s %-30s | %-30s %-30s\n", name[c], svs(pairedvs("lat100", c, "nginx", "lat_p50_us")), svs(pairedvs("lat100", c, "nginx", "lat_p99_us")),
+              svs(pairedvs("lat1", c, "nginx", "lat_p50_us")), svs(pairedvs("lat1", c, "nginx", "lat_p99_us")) }
     }
     if (has["ow100"]) {
         printf "\nOne-way delay sim write -> client read (NDJSON, sim CLOCK_REALTIME stamps), ms\n"
