@@ -18,7 +18,8 @@
 #   CG workload=NAME ir_per_event=N events=N
 # and, with CG_TOP=1, the top functions of the K2 run.
 # CG_GAP (ms, default 3) and CG_TOKENS (default 100) set the sim stream's
-# pacing and length: CG_GAP=0 CG_TOKENS=2000 is the throughput load.
+# pacing and length: CG_GAP=0 CG_TOKENS=2000 is the throughput load;
+# CG_SIM_ONLY=1 stops after the sim stream (tokentap and nginx).
 set -u
 
 B=${1:-build}
@@ -126,6 +127,7 @@ if command -v nginx >/dev/null 2>&1 && [ -z "${CG_NO_NGINX:-}" ]; then
         if (d <= 0 || $2 <= $1) { print "CG workload=sim-nginx error=no_count"; exit }
         printf "CG workload=sim-nginx ir_per_event=%.0f events=%d\n", ($2 - $1) / d, d }'
 fi
+[ -n "${CG_SIM_ONLY:-}" ] && exit 0
 # the same with one shadow leg on every request (the sim serves both legs):
 # per primary event, so it includes decoding the shadow's copy
 XARGS="--shadow cand=http://127.0.0.1:$SIM"
