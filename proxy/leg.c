@@ -570,7 +570,7 @@ static void response_complete(struct tt_leg *l)
     if (u != NULL) {
         l->up = NULL;
         u->requests++;
-        if (l->sent_all && llhttp_should_keep_alive(&l->rsp) &&
+        if (l->sent_all && !l->up_eof && llhttp_should_keep_alive(&l->rsp) &&
             evbuffer_get_length(bufferevent_get_input(u->bev)) == 0 &&
             evbuffer_get_length(bufferevent_get_output(u->bev)) == 0 &&
             !l->w->draining)
@@ -713,6 +713,13 @@ void tt_leg_process(struct tt_leg *l)
             }
             if (l->up->suspended)
                 tt_upstream_read_resume(l->up);     /* direct reads: room again */
+            if (l->up_eof && e == HPE_OK && evbuffer_get_length(in) == 0) {
+                /* the bytes the server sent before closing have all gone:
+                 * now its close is judged (a close-delimited end, or a
+                 * truncated body) */
+                leg_event(l->up->bev, BEV_EVENT_READING | BEV_EVENT_EOF, l);
+                return;
+            }
             body_read_done(l, e);
             return;
         case LEG_TUNNEL:
@@ -878,6 +885,13 @@ static void leg_event(struct bufferevent *bev, short what, void *arg)
             tt_conn_tunnel_closed(l->c);
         return;
     }
+    if ((what & BEV_EVENT_EOF) && l->st == LEG_BODY && l->up != NULL &&
+        evbuffer_get_length(bufferevent_get_input(l->up->bev)) > 0) {
+        /* the server closed after bytes that still wait for the client
+         * (backpressure): they go first, tt_leg_process() judges the close */
+        l->up_eof = 1;
+        return;
+    }
     if ((what & BEV_EVENT_EOF) && l->st == LEG_BODY &&
         llhttp_message_needs_eof(&l->rsp)) {
         /* close-delimited body: EOF is its proper end */
@@ -959,6 +973,7 @@ void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
         bufferevent_enable(u->bev, EV_READ | EV_WRITE);
     }
     l->got_bytes = 0;
+    l->up_eof = 0;
     if (reused && !l->retried && l->replay == NULL &&
         evbuffer_get_length(l->out) <= REPLAY_MAX &&
         (l->replay = evbuffer_new()) != NULL)

@@ -76,6 +76,8 @@ struct tt_leg {
     unsigned over:1;                /* shadow: response ended, failed or dropped */
     unsigned counted:1;             /* shadow: holds a slot of t->inflight */
     unsigned got_bytes:1;           /* a response byte arrived on this connection */
+    unsigned up_eof:1;              /* the upstream closed with body bytes still in
+                                     * its input (waiting for the client) */
     unsigned retried:1;             /* already resent once on a fresh connection */
 };
 

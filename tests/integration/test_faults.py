@@ -182,6 +182,48 @@ def test_fault_garbage_and_oversized_responses(t):
     back_to_baseline(t, px, base, normal)
 
 
+@harness.timeout(60)
+def test_fault_close_after_the_last_bytes_while_the_client_is_behind(t):
+    """an upstream that sends a whole Content-Length body and closes at
+    once, to a client that reads slowly: the close reaches the proxy while
+    the last bytes still wait in its upstream input for the client (the
+    backpressure path) when the proxy's socket to the client is full.  The
+    client gets every byte and a complete response, the record has no
+    error, and the next request is served"""
+    body = bytes(range(256)) * (8 << 12)           # 8 MiB
+    conns = []
+
+    def handler(sock, req, fake):
+        conns.append(req.split(b" ", 2)[1])
+        if req.startswith(b"GET /big"):
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        else:
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        # closed by the fake right after: no Connection: close announced
+    fake = t.fake(handler)
+    px = t.proxy(fake.url, asan=ASAN)
+    c = px.conn(timeout=30, rcvbuf=4096)    # a small window: the proxy's output backs up
+    c.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    r = c.read_head()
+    t.eq(r.status, 200, "status")
+    got = len(c.data) - r.body_off
+    while got < len(body):
+        time.sleep(0.002)           # a slow reader: 64 KiB per 2 ms
+        n = c.fill()
+        if n == 0:
+            break
+        got += n
+    t.eq(got, len(body), "body bytes the client got")
+    t.check(bytes(c.data[r.body_off:r.body_off + len(body)]) == body, "the body unchanged")
+    c.pos = r.body_off + len(body)
+    r2 = c.request(b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+    t.eq((r2.status, r2.body), (200, b"ok"), "the next request")
+    c.close()
+    recs = px.records(2)
+    t.eq([x["error"] for x in recs], [None, None], "errors in the records")
+
+
 # ------------------------------------------------------------------ client
 
 
