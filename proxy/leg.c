@@ -885,10 +885,11 @@ static void leg_event(struct bufferevent *bev, short what, void *arg)
             tt_conn_tunnel_closed(l->c);
         return;
     }
-    if ((what & BEV_EVENT_EOF) && l->st == LEG_BODY && l->up != NULL &&
+    if ((what & BEV_EVENT_EOF) && l->st == LEG_BODY && !l->shadow && l->up != NULL &&
         evbuffer_get_length(bufferevent_get_input(l->up->bev)) > 0) {
         /* the server closed after bytes that still wait for the client
-         * (backpressure): they go first, tt_leg_process() judges the close */
+         * (backpressure): they go first, and tt_leg_process(), resumed by
+         * the client's writes, judges the close (a shadow never waits) */
         l->up_eof = 1;
         return;
     }
