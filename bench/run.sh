@@ -24,7 +24,8 @@
 # BENCH_SUMMARY=FILE prints the summary of an earlier bench-results.txt,
 # BENCH_KEEP=1 keeps the temp dir, BENCH_TT_BASE=BINARY adds that tokentap as
 # "tokentap (base)", BENCH_PIN=0 turns off pinning (proxies on CPU 0, the sims
-# and the load generator on CPU 1, when there are 2+ CPUs and taskset).
+# and the load generator on CPU 1, when there are 2+ CPUs and taskset),
+# BENCH_PIN=one puts all of them on CPU 0 (no hop wakes another CPU).
 # Results: the tables on stdout, raw lines in BUILD_DIR/bench-results.txt,
 # medians and per-round spreads in BUILD_DIR/bench-results.json.
 set -u
@@ -60,10 +61,13 @@ trap 'exit 130' INT TERM
 cc -O2 -Wall -o "$T/sse_load" "$D/sse_load.c" -lm || exit 1
 
 # pinning: the proxy under test never shares a CPU with the sim or the
-# generator, and never migrates (other work on the box still preempts it)
-PINP="" PINL=""
-if [ "${BENCH_PIN:-1}" != 0 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null 2>&1; then
-    PINP="taskset -c 0" PINL="taskset -c 1"
+# generator, and never migrates (other work on the box still preempts it);
+# BENCH_PIN=one: everything on CPU 0, so that no hop wakes another CPU
+PINP="" PINL="" PINDESC="not pinned"
+if [ "${BENCH_PIN:-1}" = one ] && command -v taskset >/dev/null 2>&1; then
+    PINP="taskset -c 0" PINL="taskset -c 0" PINDESC="proxies, sims and generator all on CPU 0"
+elif [ "${BENCH_PIN:-1}" != 0 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null 2>&1; then
+    PINP="taskset -c 0" PINL="taskset -c 1" PINDESC="proxies on CPU 0, sims and generator on CPU 1"
 fi
 L=$T/sse_load
 RES=$T/results.txt
@@ -231,8 +235,8 @@ if ! skip lat100 || ! skip lat1; then
         for c in $CFGS; do
             skip lat100 || { recarg=""; [ "$c" = ttrec ] && recarg="--records $T/ttrec.jsonl"
                 # shellcheck disable=SC2086
-                load lat100 "$c" $r --streams 100 --ttft 20 --tokens 100 --gap 20 --warmup 1 --duration 3 $recarg; }
-            skip lat1 || load lat1 "$c" $r --streams 1 --ttft 20 --tokens 100 --gap 20 --warmup 0.3 --duration 4
+                load lat100 "$c" $r --stamp --align --streams 100 --ttft 20 --tokens 100 --gap 20 --warmup 1 --duration 3 $recarg; }
+            skip lat1 || load lat1 "$c" $r --stamp --align --streams 1 --ttft 20 --tokens 100 --gap 20 --warmup 0.3 --duration 4
         done
         r=$((r + 1))
     done
@@ -364,7 +368,7 @@ NGV=$(nginx -v 2>&1 | sed 's/.*nginx\///')
 HAV=$(haproxy -v 2>/dev/null | head -1 | awk '{print $3}')
 echo
 echo "tokentap bench $(date -u +%F), $(nproc) vCPU, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), nginx $NGV, haproxy $HAV, load avg $(cut -d' ' -f1-3 /proc/loadavg)"
-awk -v rounds="$ROUNDS" -v json="$B/bench-results.json" -v pin="${PINP:+pinned}" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" '
+awk -v rounds="$ROUNDS" -v json="$B/bench-results.json" -v pin="$PINDESC" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" '
 function med(k,   n, i, j, a, t) {
     n = cnt[k]; if (!n) return "";
     for (i = 1; i <= n; i++) a[i] = val[k, i];
@@ -460,7 +464,7 @@ END {
               add(g("lat1", c, "lat_p99_us"), g("lat1", "direct", "lat_p99_us")) }
     }
     if (has["lat100"] || has["lat1"]) {
-        printf "\nAdded per-event latency, ms: config - direct paired within each round, median [min max] over %d rounds%s\n", rounds, pin ? " (proxies pinned to CPU 0, sims and generator to CPU 1)" : ""
+        printf "\nAdded per-event latency, ms: config - direct paired within each round, median [min max] over %d rounds (%s)\n", rounds, pin
         printf "%-18s | %-25s %-25s | %-25s %-25s\n", "config", "100 streams +p50", "+p99", "1 stream +p50", "+p99"
         for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || (g("lat100", c, "lat_p50_us") == "" && g("lat1", c, "lat_p50_us") == "")) continue
             printf "%-18s | %-25s %-25s | %-25s %-25s\n", name[c], spr(paired("lat100", c, "lat_p50_us")), spr(paired("lat100", c, "lat_p99_us")),
@@ -472,6 +476,32 @@ END {
         for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || c == "nginx" || (g("lat100", c, "lat_p50_us") == "" && g("lat1", c, "lat_p50_us") == "")) continue
             printf "%-18s | %-30s %-30s | %-30s %-30s\n", name[c], svs(pairedvs("lat100", c, "nginx", "lat_p50_us")), svs(pairedvs("lat100", c, "nginx", "lat_p99_us")),
               svs(pairedvs("lat1", c, "nginx", "lat_p50_us")), svs(pairedvs("lat1", c, "nginx", "lat_p99_us")) }
+    }
+    if (g("lat100", "direct", "ow_p50_us") != "" || g("lat1", "direct", "ow_p50_us") != "") {
+        # the same events, timed from the send stamp of the sim: its
+        # timer and wake-up jitter and the request path drop out
+        printf "\nOne-way delay per event, sim send -> client read (the sim CLOCK_MONOTONIC stamp in each event), ms (median of %d rounds; %s)\n", rounds, pin
+        printf "%-18s | %7s %7s %7s | %7s %7s %7s\n", "config", "100 p50", "p90", "p99", "1 p50", "p90", "p99"
+        for (i = 1; i <= no; i++) { c = order[i]; if (g("lat100", c, "ow_p50_us") == "" && g("lat1", c, "ow_p50_us") == "") continue
+            printf "%-18s | %7s %7s %7s | %7s %7s %7s\n", name[c], ms(g("lat100", c, "ow_p50_us")), ms(g("lat100", c, "ow_p90_us")),
+              ms(g("lat100", c, "ow_p99_us")), ms(g("lat1", c, "ow_p50_us")), ms(g("lat1", c, "ow_p90_us")), ms(g("lat1", c, "ow_p99_us")) }
+        printf "\nAdded one-way delay per event, ms: config - direct paired within each round, median [min max]\n"
+        printf "%-18s | %-25s %-25s | %-25s %-25s\n", "config", "100 streams +p50", "+p99", "1 stream +p50", "+p99"
+        for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || (g("lat100", c, "ow_p50_us") == "" && g("lat1", c, "ow_p50_us") == "")) continue
+            printf "%-18s | %-25s %-25s | %-25s %-25s\n", name[c], spr(paired("lat100", c, "ow_p50_us")), spr(paired("lat100", c, "ow_p99_us")),
+              spr(paired("lat1", c, "ow_p50_us")), spr(paired("lat1", c, "ow_p99_us")) }
+        if (g("lat100", "nginx", "ow_p50_us") != "" || g("lat1", "nginx", "ow_p50_us") != "") {
+            printf "\nOne-way delay per event against nginx, ms: config - nginx paired within each round, median [min max], rounds at or below nginx\n"
+            printf "%-18s | %-30s %-30s | %-30s %-30s\n", "config", "100 streams p50", "p99", "1 stream p50", "p99"
+            for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || c == "nginx" || (g("lat100", c, "ow_p50_us") == "" && g("lat1", c, "ow_p50_us") == "")) continue
+                printf "%-18s | %-30s %-30s | %-30s %-30s\n", name[c], svs(pairedvs("lat100", c, "nginx", "ow_p50_us")), svs(pairedvs("lat100", c, "nginx", "ow_p99_us")),
+                  svs(pairedvs("lat1", c, "nginx", "ow_p50_us")), svs(pairedvs("lat1", c, "nginx", "ow_p99_us")) }
+            printf "\nClient TTFT against nginx (the request path, once per stream), ms: config - nginx paired within each round, median [min max], rounds at or below nginx\n"
+            printf "%-18s | %-30s %-30s | %-30s %-30s\n", "config", "100 streams p50", "p99", "1 stream p50", "p99"
+            for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || c == "nginx" || (g("lat100", c, "cttft_p50_us") == "" && g("lat1", c, "cttft_p50_us") == "")) continue
+                printf "%-18s | %-30s %-30s | %-30s %-30s\n", name[c], svs(pairedvs("lat100", c, "nginx", "cttft_p50_us")), svs(pairedvs("lat100", c, "nginx", "cttft_all_p99_us")),
+                  svs(pairedvs("lat1", c, "nginx", "cttft_p50_us")), svs(pairedvs("lat1", c, "nginx", "cttft_all_p99_us")) }
+        }
     }
     if (has["ow100"]) {
         printf "\nOne-way delay sim write -> client read (NDJSON, sim CLOCK_REALTIME stamps), ms\n"
@@ -546,7 +576,7 @@ END {
     printf "\nload generator errors: %d\n", errs
 
     # JSON: medians of every field per test and config, paired added latency
-    printf "{\"rounds\":%d,\"pinned\":%s,\"load_avg\":\"%s\",\"errors\":%d,\"results\":[", rounds, pin ? "true" : "false", load, errs > json
+    printf "{\"rounds\":%d,\"pinning\":\"%s\",\"load_avg\":\"%s\",\"errors\":%d,\"results\":[", rounds, pin, load, errs > json
     sep = ""
     for (t in has) for (i = 1; i <= no; i++) { c = order[i]; line = ""
         if (t == "cg") continue

@@ -22,7 +22,15 @@
  * two loopback hops, this process's own scheduling); a proxy's added latency
  * per event is its lateness minus the direct one, percentile by percentile.
  * With --ollama the simulator also stamps each line with CLOCK_REALTIME
- * ("created_at", microseconds), giving a true one-way delay per event too.
+ * ("created_at", microseconds), giving a true one-way delay per event too;
+ * with --stamp (SSE) the request asks the sim for "stamp":true, and each
+ * event's ": t=NS" comment line (the sim's CLOCK_MONOTONIC send time) gives
+ * the same in nanoseconds: ow = read time - NS.
+ *
+ * With --align each stream sends only at its own phase of the gap
+ * (t_begin + i * ramp/streams + m * gap, the next such time once its last
+ * response has ended), so the streams stay evenly spread round after round
+ * instead of drifting by each request's delays and bunching up by chance.
  *
  * Client-observed TTFT = first token event's arrival - send.  With
  * --records FILE (tokentap's JSONL records), after the run each request is
@@ -58,7 +66,7 @@
 
 static struct {
     struct sockaddr_in addr;
-    int streams, ttft_ms, tokens, gap_ms, tpe, ollama;
+    int streams, ttft_ms, tokens, gap_ms, tpe, ollama, stamp, align;
     double duration, warmup, ramp;
     const char *prefix, *records;
     int cpu_pid[MAXPIDS], ncpu;
@@ -119,12 +127,14 @@ struct conn {
     char ev[8192]; size_t evlen; int ev_overflow;
     char line[64]; size_t llen;
     int active;               /* between first token and end of response */
+    uint64_t send_at;         /* --align: the next request waits for this slot, 0 none */
     int retry;                /* failed: reconnect on the next retry tick */
 };
 
 static struct conn *conns;
 static int ep;
-static uint64_t t_begin, t_meas, t_end;
+static uint64_t t_begin, t_meas, t_end, stagger;
+static int waiting;           /* --align: connections with a send_at */
 static char reqbuf[1024];
 static size_t reqlen_fixed;
 static unsigned next_req;
@@ -247,6 +257,10 @@ static void on_event(struct conn *c, const char *e, size_t n, uint64_t t, int64_
     if (opt.ollama) {
         int64_t ca = created_at_us(e, n);
         if (ca > 0) vpush(&oneway, (rt - ca) * 1000);
+    } else if (opt.stamp && n > 4 && !memcmp(e, ": t=", 4)) {
+        /* the sim's CLOCK_MONOTONIC send time: the same clock as t */
+        uint64_t s = strtoull(e + 4, NULL, 10);
+        if (s > 0) vpush(&oneway, (int64_t)t - (int64_t)s);
     }
 }
 
@@ -266,12 +280,31 @@ static void body_bytes(struct conn *c, const char *p, size_t n, uint64_t t, int6
     }
 }
 
+/*
+ * --align: stream i sends its requests only at t_begin + i*stagger + m*gap
+ * (the next such slot once its response has ended), so that every request
+ * starts at the same phase and the streams stay spread evenly over one gap,
+ * round after round; back to back, their phases would drift by each
+ * request's own delays and bunch up by chance.
+ */
+static void next_request(struct conn *c)
+{
+    if (opt.align && opt.gap_ms > 0) {
+        uint64_t gap = (uint64_t)opt.gap_ms * 1000000ull, now = now_ns();
+        uint64_t base = t_begin + stagger * (uint64_t)c->id;
+        c->send_at = now <= base ? base : base + (now - base + gap - 1) / gap * gap;
+        waiting++;
+        return;
+    }
+    send_request(c);
+}
+
 static void response_done(struct conn *c)
 {
     responses++;
     c->active = 0;
     c->state = S_IDLE;
-    if (!stopping) send_request(c);
+    if (!stopping) next_request(c);
 }
 
 /* returns 0, or -1 when the connection failed */
@@ -338,7 +371,8 @@ static void on_io(struct conn *c, uint32_t evs)
         if (!(evs & EPOLLOUT)) return;
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
         epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
-        send_request(c);
+        c->state = S_IDLE;
+        next_request(c);
         return;
     }
     static char buf[65536];
@@ -487,7 +521,8 @@ static void usage(void)
     fprintf(stderr,
         "usage: sse_load --connect HOST:PORT [--streams N] [--ttft MS] [--tokens N]\n"
         "       [--gap MS] [--duration S] [--warmup S] [--ramp S] [--prefix ID]\n"
-        "       [--records FILE] [--cpu-pid PID]... [--rss-pid PID] [--ollama]\n"
+        "       [--records FILE] [--cpu-pid PID]... [--rss-pid PID] [--ollama] [--stamp]\n"
+        "       [--align]   (requests only at each stream's own phase of the gap)\n"
         "       [--finish MAX_S]   (then let running requests end, up to MAX_S)\n");
     exit(2);
 }
@@ -580,6 +615,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--ollama")) { opt.ollama = 1; continue; }
+        if (!strcmp(a, "--stamp")) { opt.stamp = 1; continue; }
+        if (!strcmp(a, "--align")) { opt.align = 1; continue; }
         if (!v) usage();
         i++;
         if (!strcmp(a, "--connect")) connect_to = v;
@@ -619,8 +656,9 @@ int main(int argc, char **argv)
     char body[512];
     snprintf(body, sizeof(body),
              "{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
-               "\"sim\":{\"ttft_ms\":%d,\"tokens\":%d,\"gap_ms\":%d,\"tokens_per_event\":%d}}",
-             opt.ttft_ms, opt.tokens, opt.gap_ms, opt.tpe);
+               "\"sim\":{\"ttft_ms\":%d,\"tokens\":%d,\"gap_ms\":%d,\"tokens_per_event\":%d%s}}",
+             opt.ttft_ms, opt.tokens, opt.gap_ms, opt.tpe,
+             opt.stamp && !opt.ollama ? ",\"stamp\":true" : "");
     int hl = snprintf(reqbuf, sizeof(reqbuf),
              "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
              "Accept: text/event-stream\r\nContent-Length: %zu\r\n",
@@ -634,7 +672,7 @@ int main(int argc, char **argv)
 
     double ramp = opt.ramp >= 0 ? opt.ramp : opt.gap_ms / 1000.0;
     t_begin = now_ns();
-    uint64_t stagger = opt.streams > 1 ? (uint64_t)(ramp * 1e9) / (uint64_t)opt.streams : 0;
+    stagger = opt.streams > 1 ? (uint64_t)(ramp * 1e9) / (uint64_t)opt.streams : 0;
     t_meas = t_begin + (uint64_t)((ramp + opt.warmup) * 1e9);
     t_end = t_meas + (uint64_t)(opt.duration * 1e9);
     long long cpu0[MAXPIDS] = { 0 };
@@ -691,6 +729,18 @@ int main(int argc, char **argv)
             next_retry = t + 100000000ull;
         }
         uint64_t next = t_end;
+        if (waiting) {
+            for (int i = 0; i < started; i++) {
+                struct conn *c = &conns[i];
+                if (!c->send_at) continue;
+                if (c->send_at <= t || stopping) {
+                    c->send_at = 0; waiting--;
+                    if (!stopping && c->fd >= 0 && c->state == S_IDLE) send_request(c);
+                } else if (c->send_at < next) {
+                    next = c->send_at;
+                }
+            }
+        }
         if (errors && next_retry < next) next = next_retry;
         if (!cpu_taken && t_meas < next) next = t_meas;
         if (started < opt.streams) {
@@ -699,8 +749,10 @@ int main(int argc, char **argv)
         }
         if (stopping || next < t)
             next = t + 100000000ull;        /* finishing: just wait for the ends */
-        int to = (int)((next - t + 999999) / 1000000);
-        int n = epoll_wait(ep, evs, 512, to);
+        /* a timeout to the nanosecond: the stagger (0.2 ms for 100 streams
+         * over 20 ms) is finer than epoll_wait's milliseconds */
+        struct timespec to = { (time_t)((next - t) / 1000000000ull), (long)((next - t) % 1000000000ull) };
+        int n = epoll_pwait2(ep, evs, 512, &to, NULL);
         for (int i = 0; i < n; i++)
             on_io(evs[i].data.ptr, evs[i].events);
     }
@@ -722,9 +774,9 @@ int main(int argc, char **argv)
            pct(&lat, 50) / 1e3, pct(&lat, 90) / 1e3, pct(&lat, 99) / 1e3, pct(&lat, 99.9) / 1e3,
            lat.n ? lat.v[lat.n - 1] / 1e3 : NAN, lat.n);
     printf(" jit_p50_us=%.1f jit_p99_us=%.1f", pct(&jit, 50) / 1e3, pct(&jit, 99) / 1e3);
-    if (opt.ollama)
-        printf(" ow_p50_us=%.1f ow_p99_us=%.1f ow_n=%zu", pct(&oneway, 50) / 1e3,
-               pct(&oneway, 99) / 1e3, oneway.n);
+    if (opt.ollama || opt.stamp)
+        printf(" ow_p50_us=%.1f ow_p90_us=%.1f ow_p99_us=%.1f ow_n=%zu", pct(&oneway, 50) / 1e3,
+               pct(&oneway, 90) / 1e3, pct(&oneway, 99) / 1e3, oneway.n);
     printf(" cttft_p50_us=%.1f cttft_p99_us=%.1f cttft_all_p50_us=%.1f cttft_all_p99_us=%.1f"
            " cttft_all_max_us=%.1f self_cpu_pct=%.1f",
            pct(&ttft_client_win, 50) / 1e3, pct(&ttft_client_win, 99) / 1e3,

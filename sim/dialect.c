@@ -70,6 +70,12 @@ static void put(struct sim_gen *g, enum frame f, const char *event, cJSON *o)
             evbuffer_free(b);
         return;
     }
+    /* stamp: the send time, CLOCK_MONOTONIC ns, as an SSE comment line that
+     * every SSE reader skips; a load generator on this host reads it for a
+     * true one-way delay per event (bench/sse_load.c) */
+    if (g->o->stamp && f != FR_NDJSON)
+        evbuffer_add_printf(b, ": t=%llu%s", (unsigned long long)sim_now_ns(),
+                            f == FR_SSE_CRLF ? "\r\n" : "\n");
     switch (f) {
     case FR_SSE:
         if (event)

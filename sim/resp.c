@@ -76,6 +76,7 @@ static const struct opt_desc {
     { "hang",             OPT_BOOL, offsetof(struct sim_opts, hang), 0, 1 },
     { "headers_delay_ms", OPT_INT,  offsetof(struct sim_opts, headers_delay_ms), 0, 3600000 },
     { "chunked",          OPT_BOOL, offsetof(struct sim_opts, chunked), 0, 1 },
+    { "stamp",            OPT_BOOL, offsetof(struct sim_opts, stamp), 0, 1 },
 };
 
 static const char *const rfield_names[] = {

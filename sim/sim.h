@@ -143,6 +143,7 @@ struct sim_opts {
     int hang;
     int headers_delay_ms;
     int chunked;
+    int stamp;                    /* SSE: ": t=NS" comment line before each event */
     enum sim_split split;
     uint64_t seed;
     char *replay;                 /* owned, NULL = generate */
