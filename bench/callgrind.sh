@@ -12,7 +12,8 @@
 # upstream read carries one event, the costly case a live stream has.
 # Workloads: the sim's own OpenAI chat stream (100 tokens, usage on), the
 # same forwarded by nginx (sim-nginx: no decoding, for comparison), the
-# same with one shadow (--shadow cand=URL, every request mirrored), and
+# same asked for by a 32 KiB chat body (sim-prompt32k, and through nginx),
+# the same with one shadow (--shadow cand=URL, every request mirrored), and
 # replays of the vLLM and OpenAI chat fixtures (../shared/fixtures/streams;
 # skipped with a message when missing).  Prints one line per workload:
 #   CG workload=NAME ir_per_event=N events=N
@@ -118,16 +119,32 @@ EOF
 }
 
 SIMBODY="{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":true},\"sim\":{\"ttft_ms\":5,\"tokens\":$TOKENS,\"gap_ms\":$GAP}}"
-workload sim "$SIMBODY"
-if command -v nginx >/dev/null 2>&1 && [ -z "${CG_NO_NGINX:-}" ]; then
-    # events per request: the sim's stream as tokentap counted it above
+# nginx_workload NAME BODY: the workload just counted for tokentap, through nginx
+nginx_workload() {
+    command -v nginx >/dev/null 2>&1 && [ -z "${CG_NO_NGINX:-}" ] || return 0
+    # events per request: the sim's stream as tokentap counted it
     EVREQ=$(grep '"role":"primary"' "$T/rec.jsonl" | head -n 1 | sed -n 's/.*"events":\([0-9]*\).*/\1/p')
-    set -- "$(nginx_run "$K1" "$SIMBODY")" "$(nginx_run "$K2" "$SIMBODY")"
-    echo "$1 $2" | awk -v k1="$K1" -v k2="$K2" -v e="${EVREQ:-0}" '{ d = (k2 - k1) * e
-        if (d <= 0 || $2 <= $1) { print "CG workload=sim-nginx error=no_count"; exit }
-        printf "CG workload=sim-nginx ir_per_event=%.0f events=%d\n", ($2 - $1) / d, d }'
-fi
+    set -- "$1" "$(nginx_run "$K1" "$2")" "$(nginx_run "$K2" "$2")"
+    echo "$2 $3" | awk -v n="$1-nginx" -v k1="$K1" -v k2="$K2" -v e="${EVREQ:-0}" '{ d = (k2 - k1) * e
+        if (d <= 0 || $2 <= $1) { print "CG workload=" n " error=no_count"; exit }
+        printf "CG workload=%s ir_per_event=%.0f events=%d\n", n, ($2 - $1) / d, d }'
+}
+workload sim "$SIMBODY"
+nginx_workload sim "$SIMBODY"
 [ -n "${CG_SIM_ONLY:-}" ] && exit 0
+# the same stream asked for by a body that is mostly a 32 KiB user message
+# (prose with newlines and quotes, escaped as JSON has them), the kind of
+# request live chat traffic sends: the request inspector's work per body
+# byte, spread over the events of one stream
+awk -v tokens="$TOKENS" -v gap="$GAP" 'BEGIN {
+    s = "Summarise the notes below.\\n"
+    while (length(s) < 32768)
+        s = s "The \\\"proxy\\\" forwards every byte unchanged and at once; it reads the stream in flight.\\n"
+    printf "{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"system\",\"content\":\"You are helpful.\"},"
+    printf "{\"role\":\"user\",\"content\":\"%s\"}],\"stream_options\":{\"include_usage\":true},", s
+    printf "\"sim\":{\"ttft_ms\":5,\"tokens\":%d,\"gap_ms\":%d}}", tokens, gap }' >"$T/prompt32k.json"
+workload sim-prompt32k "@$T/prompt32k.json"
+nginx_workload sim-prompt32k "@$T/prompt32k.json"
 # the same with one shadow leg on every request (the sim serves both legs):
 # per primary event, so it includes decoding the shadow's copy
 XARGS="--shadow cand=http://127.0.0.1:$SIM"

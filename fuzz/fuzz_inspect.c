@@ -1,6 +1,8 @@
 /*
  * libFuzzer harness for proxy/inspect.c: the first input byte picks the
- * request path and the split, the rest is the request body.
+ * request path and the split, the rest is the request body.  The one-pass
+ * reading of the body must give what the whole cJSON tree gives
+ * (in.whole_tree), refusals included.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -24,7 +26,7 @@ static const char *const paths[] = {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct tt_request r;
+    struct tt_request r, w;
     struct tt_inspect in;
     size_t off = 0, step;
     const char *path;
@@ -48,6 +50,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tt_inspect_free(&in);
     if (memchr(r.model, 0, sizeof(r.model)) == NULL || r.stream < -1 || r.stream > 1 ||
         r.include_usage < -1 || r.include_usage > 1 || r.max_tokens < -1)
+        abort();
+
+    tt_request_init(&w);
+    strcpy(w.path, path);
+    w.api = r.api;
+    tt_inspect_init(&in, 4096);
+    in.whole_tree = 1;
+    tt_inspect_feed(&in, (const char *)data, size);
+    tt_inspect_finish(&in, &w);
+    tt_inspect_free(&in);
+    if (strcmp(r.model, w.model) != 0 || r.stream != w.stream ||
+        r.include_usage != w.include_usage || r.max_tokens != w.max_tokens ||
+        r.prompts != w.prompts || (r.inspect_skipped == NULL) != (w.inspect_skipped == NULL))
         abort();
     return 0;
 }

@@ -19,11 +19,23 @@
  *                  non-negative number
  *   prompts        the length of a "prompt" list of strings or token lists
  *                  (left 0 for one prompt)
+ *
+ * The body is not parsed into a tree.  Most of it is what none of the above
+ * reads (messages, prompts, tools), and cJSON would build all of it: about
+ * 21 instructions a byte, 0.7 million for a 35 KB chat request, several
+ * times what the whole stream costs afterwards.  One pass (top_level())
+ * checks the body exactly as cJSON 1.7's parser would accept it, skipping
+ * strings with memchr, and keeps only the top-level members from_body()
+ * looks at ("prompt" reduced to its shape: the same length, the same kind
+ * of first item); cJSON then parses that small object.  Same facts, same
+ * bodies refused; tests/unit/test_inspect.c and fuzz/fuzz_inspect.c compare
+ * it with the whole-tree parse (in->whole_tree).
  */
 #include "proxy/inspect.h"
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,6 +232,413 @@ static void from_body(const cJSON *root, enum tt_api api, struct tt_request *r)
         r->max_tokens = n;
 }
 
+/* ---- the body's top level, read the way cJSON 1.7 reads it ----------------- */
+
+#define SCAN_DEPTH 1000         /* CJSON_NESTING_LIMIT */
+
+/* cJSON's whitespace: any byte up to ' ' */
+static const char *ws(const char *p, const char *e)
+{
+    while (p < e && (unsigned char)*p <= ' ')
+        p++;
+    return p;
+}
+
+/* cJSON's parse_hex4(): a byte that is not a hex digit makes it 0 */
+static unsigned hex4(const char *s)
+{
+    unsigned h = 0;
+    int i;
+
+    for (i = 0; i < 4; i++) {
+        char c = s[i];
+        if (c >= '0' && c <= '9')
+            h += (unsigned)(c - '0');
+        else if (c >= 'A' && c <= 'F')
+            h += (unsigned)(c - 'A' + 10);
+        else if (c >= 'a' && c <= 'f')
+            h += (unsigned)(c - 'a' + 10);
+        else
+            return 0;
+        if (i < 3)
+            h <<= 4;
+    }
+    return h;
+}
+
+/*
+ * The string at <p> (a '"'): past its closing quote, or NULL.  As cJSON:
+ * its end is the first quote not right after a backslash (each backslash
+ * takes the next byte), then every escape in it must be one of \b \f \n
+ * \r \t \" \\ \/ or \uXXXX (a high surrogate followed by \u and a low
+ * one, no lone low surrogate; a byte that is not a hex digit counts as 0).
+ * <*esc>: it has a backslash.  These are cJSON's two passes; str() below
+ * does them in one where they cannot disagree.
+ */
+static const char *str_exact(const char *p, const char *e, int *esc)
+{
+    const char *q = p + 1, *close, *b;
+
+    *esc = 0;
+    if ((close = memchr(q, '"', (size_t)(e - q))) == NULL)
+        return NULL;
+    while ((b = memchr(q, '\\', (size_t)(close - q))) != NULL) {
+        if (b + 1 >= e)
+            return NULL;
+        *esc = 1;
+        q = b + 2;
+        if (q > close && (close = memchr(q, '"', (size_t)(e - q))) == NULL)
+            return NULL;            /* that quote was escaped */
+    }
+    for (b = p + 1; *esc && (b = memchr(b, '\\', (size_t)(close - b))) != NULL; ) {
+        unsigned u;
+        switch (b[1]) {
+        case 'b': case 'f': case 'n': case 'r': case 't':
+        case '"': case '\\': case '/':
+            b += 2;
+            break;
+        case 'u':
+            if (close - b < 6)
+                return NULL;
+            u = hex4(b + 2);
+            if (u >= 0xDC00 && u <= 0xDFFF)
+                return NULL;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                if (close - (b + 6) < 6 || b[6] != '\\' || b[7] != 'u')
+                    return NULL;
+                u = hex4(b + 8);
+                if (u < 0xDC00 || u > 0xDFFF)
+                    return NULL;
+                b += 12;
+            } else {
+                b += 6;
+            }
+            break;
+        default:
+            return NULL;
+        }
+        if (b >= close)
+            break;
+    }
+    return close + 1;
+}
+
+static int hex_digits(const char *s)
+{
+    int i;
+
+    for (i = 0; i < 4; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'A' && s[i] <= 'F') ||
+              (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/*
+ * str_exact() in one pass over the backslashes: both of cJSON's passes see
+ * every escape at the same place as long as each \u has four hex digits
+ * (cJSON's second pass takes six bytes there, the first two), so an escape
+ * is judged where it is found; a \u without them goes to str_exact().
+ */
+static const char *str(const char *p, const char *e, int *esc)
+{
+    const char *q = p + 1, *close, *b;
+    unsigned u;
+
+    *esc = 0;
+    if ((close = memchr(q, '"', (size_t)(e - q))) == NULL)
+        return NULL;
+    while ((b = memchr(q, '\\', (size_t)(close - q))) != NULL) {
+        *esc = 1;
+        switch (b[1]) {             /* b < close: b[1] is in the body */
+        case 'b': case 'f': case 'n': case 'r': case 't': case '\\': case '/':
+            q = b + 2;
+            break;
+        case '"':
+            q = b + 2;
+            if (q > close && (close = memchr(q, '"', (size_t)(e - q))) == NULL)
+                return NULL;        /* that quote was escaped */
+            break;
+        case 'u':
+            if (close - b < 6 || !hex_digits(b + 2))
+                return str_exact(p, e, esc);
+            u = hex4(b + 2);
+            if (u >= 0xDC00 && u <= 0xDFFF)
+                return NULL;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                if (close - (b + 6) < 6 || b[6] != '\\' || b[7] != 'u' ||
+                    !hex_digits(b + 8))
+                    return str_exact(p, e, esc);
+                u = hex4(b + 8);
+                if (u < 0xDC00 || u > 0xDFFF)
+                    return NULL;
+                q = b + 12;
+            } else {
+                q = b + 6;
+            }
+            break;
+        default:
+            return NULL;
+        }
+    }
+    return close + 1;
+}
+
+static int num_byte(char c)
+{
+    return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == 'e' ||
+           c == 'E' || c == '.';
+}
+
+/* an RFC 8259 number over all of [p, e) */
+static int rfc_number(const char *p, const char *e)
+{
+    if (p < e && *p == '-')
+        p++;
+    if (p < e && *p == '0')
+        p++;
+    else if (p < e && *p >= '1' && *p <= '9')
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    else
+        return 0;
+    if (p < e && *p == '.') {
+        if (++p >= e || *p < '0' || *p > '9')
+            return 0;
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        if (++p < e && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= e || *p < '0' || *p > '9')
+            return 0;
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    }
+    return p == e;
+}
+
+/* a number at <p>: as cJSON, strtod() over the run of [0-9+-eE.] bytes
+ * there; past what it took, or NULL */
+static const char *num(const char *p, const char *e)
+{
+    char small[64], *b = small, *after;
+    size_t n = 0;
+    const char *r;
+
+    while (p + n < e && num_byte(p[n]))
+        n++;
+    if (rfc_number(p, p + n))
+        return p + n;               /* all of it, as strtod() would */
+    if (n >= sizeof(small) && (b = malloc(n + 1)) == NULL)
+        return NULL;
+    memcpy(b, p, n);
+    b[n] = '\0';
+    (void)strtod(b, &after);
+    r = after == b ? NULL : p + (after - b);
+    if (b != small)
+        free(b);
+    return r;
+}
+
+static const char *value(const char *p, const char *e, int depth);
+
+/* an array or object at <p>; past it, or NULL.  <items>: the array's length */
+static const char *list(const char *p, const char *e, int depth, size_t *items)
+{
+    char close = *p == '[' ? ']' : '}';
+    int esc;
+
+    if (depth >= SCAN_DEPTH)
+        return NULL;
+    if (items)
+        *items = 0;
+    p = ws(p + 1, e);
+    if (p < e && *p == close)
+        return p + 1;
+    for (;;) {
+        if (close == '}') {
+            if (p >= e || *p != '"' || (p = str(p, e, &esc)) == NULL)
+                return NULL;
+            p = ws(p, e);
+            if (p >= e || *p != ':')
+                return NULL;
+            p = ws(p + 1, e);
+        }
+        if ((p = value(p, e, depth + 1)) == NULL)
+            return NULL;
+        if (items)
+            (*items)++;
+        p = ws(p, e);
+        if (p < e && *p == ',') {
+            p = ws(p + 1, e);
+            continue;
+        }
+        return p < e && *p == close ? p + 1 : NULL;
+    }
+}
+
+static const char *value(const char *p, const char *e, int depth)
+{
+    int esc;
+
+    if (p >= e)
+        return NULL;
+    switch (*p) {
+    case 'n':
+        return e - p >= 4 && memcmp(p, "null", 4) == 0 ? p + 4 : NULL;
+    case 'f':
+        return e - p >= 5 && memcmp(p, "false", 5) == 0 ? p + 5 : NULL;
+    case 't':
+        return e - p >= 4 && memcmp(p, "true", 4) == 0 ? p + 4 : NULL;
+    case '"':
+        return str(p, e, &esc);
+    case '[': case '{':
+        return list(p, e, depth, NULL);
+    default:
+        return *p == '-' || (*p >= '0' && *p <= '9') ? num(p, e) : NULL;
+    }
+}
+
+/* the members from_body() reads */
+static int wanted(const char *k, size_t n)
+{
+    static const char *const keys[] = {
+        "model", "stream", "stream_options", "max_completion_tokens",
+        "max_tokens", "max_output_tokens", "n_predict", "generationConfig",
+        "parameters", "max_new_tokens", "options",
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strlen(keys[i]) == n && memcmp(keys[i], k, n) == 0)
+            return 1;
+    return 0;
+}
+
+struct out { char *p; size_t len, cap; };
+
+static void put(struct out *o, const char *s, size_t n)
+{
+    if (o->p != NULL && n <= o->cap - o->len) {
+        memcpy(o->p + o->len, s, n);
+        o->len += n;
+    } else {
+        o->len = o->cap + 1;        /* cannot happen: the sum fits (below) */
+    }
+}
+
+/*
+ * Check the body ([p, e), a '{' after leading whitespace) as cJSON parses a
+ * top-level object followed by nothing but " \t\r\n", and write to <o> an
+ * object of its wanted members in order: the same bytes, except that a
+ * "prompt" becomes 0 (not a list), [] (a list that starts with a number)
+ * or ["",0,..] of its length.  A member whose key has an escape or a NUL
+ * is kept whole: cJSON decides what it names.  <o> never needs more than
+ * the body's length + 2.
+ * 0, or -1 when cJSON would not parse the body.
+ */
+static int top_level(const char *p, const char *e, struct out *o)
+{
+    int first = 1, esc;
+
+    p = ws(p, e);
+    if (p >= e || *p != '{')
+        return -1;
+    put(o, "{", 1);
+    p = ws(p + 1, e);
+    if (p < e && *p == '}') {
+        p++;
+    } else {
+        for (;;) {
+            const char *k = p, *v, *ve;
+            size_t n;
+            if (p >= e || *p != '"' || (p = str(p, e, &esc)) == NULL)
+                return -1;
+            n = (size_t)(p - k) - 2;
+            if (!esc && memchr(k + 1, '\0', n) != NULL)
+                esc = 1;            /* cJSON's key ends at the NUL */
+            p = ws(p, e);
+            if (p >= e || *p != ':')
+                return -1;
+            v = ws(p + 1, e);
+            if (!esc && n == 6 && memcmp(k + 1, "prompt", 6) == 0) {
+                size_t items = 0, i;
+                int is_list = *v == '[';
+                if ((ve = is_list ? list(v, e, 1, &items) : value(v, e, 1)) == NULL)
+                    return -1;
+                put(o, first ? "" : ",", first ? 0 : 1);
+                put(o, "\"prompt\":", 9);
+                if (!is_list) {
+                    put(o, "0", 1);     /* not a list: no shorter than it */
+                } else if (items == 0 || *ws(v + 1, e) == '-' ||
+                           (*ws(v + 1, e) >= '0' && *ws(v + 1, e) <= '9')) {
+                    put(o, "[]", 2);
+                } else {
+                    put(o, "[\"\"", 3);
+                    for (i = 1; i < items; i++)
+                        put(o, ",0", 2);
+                    put(o, "]", 1);
+                }
+                first = 0;
+            } else {
+                if ((ve = value(v, e, 1)) == NULL)
+                    return -1;
+                if (esc || wanted(k + 1, n)) {
+                    put(o, first ? "" : ",", first ? 0 : 1);
+                    put(o, k, (size_t)(ve - k));
+                    first = 0;
+                }
+            }
+            p = ws(ve, e);
+            if (p < e && *p == ',') {
+                p = ws(p + 1, e);
+                continue;
+            }
+            if (p >= e || *p != '}')
+                return -1;
+            p++;
+            break;
+        }
+    }
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+        p++;
+    if (p < e)
+        return -1;                  /* trailing bytes: tt_json_parse() refuses them */
+    put(o, "}", 1);
+    return o->len <= o->cap ? 0 : -1;
+}
+
+/* the body's facts: the small object of top_level(), or (whole_tree) the
+ * whole body's tree; 0, or -1 when it is not a JSON object */
+static int read_body(struct tt_inspect *in, enum tt_api api, struct tt_request *r)
+{
+    const cJSON *root;
+    char small[1024];
+    struct out o = { small, 0, sizeof(small) };
+    int rc = -1;
+
+    if (in->whole_tree) {
+        root = tt_json_parse(in->buf, in->len);
+    } else {
+        if (in->len + 2 > sizeof(small) && (o.p = malloc(in->len + 2)) == NULL)
+            return -1;
+        if (o.p != small)
+            o.cap = in->len + 2;
+        root = top_level(in->buf, in->buf + in->len, &o) == 0 ?
+               tt_json_parse(o.p, o.len) : NULL;
+    }
+    if (cJSON_IsObject(root)) {
+        from_body(root, api, r);
+        rc = 0;
+    }
+    tt_json_reset();
+    if (o.p != small)
+        free(o.p);
+    return rc;
+}
+
 void tt_inspect_finish(struct tt_inspect *in, struct tt_request *r)
 {
     enum tt_api api = r->api;
@@ -228,12 +647,8 @@ void tt_inspect_finish(struct tt_inspect *in, struct tt_request *r)
         api = tt_api_detect(r->path, strlen(r->path));
 
     if (!in->gave_up && in->len > 0) {
-        const cJSON *root = tt_json_parse(in->buf, in->len);
-        if (cJSON_IsObject(root))
-            from_body(root, api, r);
-        else
+        if (read_body(in, api, r) < 0)
             r->inspect_skipped = "not_json";
-        tt_json_reset();
     } else if (in->gave_up) {
         r->inspect_skipped = in->skipped;
     }

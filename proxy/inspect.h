@@ -25,6 +25,8 @@ struct tt_inspect {
     size_t  cap;            /* give up beyond this many bytes */
     int     gave_up;        /* too big, not JSON, over budget or out of memory */
     int     started;        /* first non-whitespace byte seen */
+    int     whole_tree;     /* tests: parse the whole body into a cJSON tree,
+                             * the reference the one-pass reading must equal */
     const char *skipped;    /* why the body was not read (static), or NULL */
 };
 

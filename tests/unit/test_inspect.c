@@ -269,6 +269,159 @@ static void test_budget(void **state)
     free(body);
 }
 
+/* <body> (<len> bytes) for <path> through the one-pass reading, or
+ * (<whole>) through the whole-tree parse */
+static void inspect_n(struct tt_request *r, const char *path, const char *body,
+                      size_t len, int whole)
+{
+    struct tt_inspect in;
+
+    tt_request_init(r);
+    snprintf(r->path, sizeof(r->path), "%s", path);
+    r->api = tt_api_detect(path, strlen(path));
+    tt_inspect_init(&in, 0);
+    in.whole_tree = whole;
+    tt_inspect_feed(&in, body, len);
+    tt_inspect_finish(&in, r);
+    tt_inspect_free(&in);
+}
+
+/* the facts of <body> both ways; returns 1 when it was read (not refused) */
+static int same_both_ways(const char *path, const char *body, size_t len)
+{
+    struct tt_request a, b;
+
+    inspect_n(&a, path, body, len, 0);
+    inspect_n(&b, path, body, len, 1);
+    if (strcmp(a.model, b.model) != 0 || a.stream != b.stream ||
+        a.include_usage != b.include_usage || a.max_tokens != b.max_tokens ||
+        a.prompts != b.prompts || (a.inspect_skipped == NULL) != (b.inspect_skipped == NULL) ||
+        (a.inspect_skipped && strcmp(a.inspect_skipped, b.inspect_skipped) != 0)) {
+        print_error("one pass and whole tree differ on %s [%.*s]: model %s/%s stream %d/%d "
+                    "include_usage %d/%d max_tokens %lld/%lld prompts %d/%d skipped %s/%s\n",
+                    path, (int)len, body, a.model, b.model, a.stream, b.stream,
+                    a.include_usage, b.include_usage, (long long)a.max_tokens,
+                    (long long)b.max_tokens, (int)a.prompts, (int)b.prompts,
+                    a.inspect_skipped ? a.inspect_skipped : "-",
+                    b.inspect_skipped ? b.inspect_skipped : "-");
+        fail();
+    }
+    return b.inspect_skipped == NULL;
+}
+
+/*
+ * The one-pass reading of the body's top level (proxy/inspect.c) gives the
+ * facts the whole cJSON tree gives, and refuses the bodies cJSON refuses,
+ * including cJSON's own leniencies: every body here, and every prefix of
+ * each (truncated bodies), both ways.
+ */
+static void test_one_pass_equals_whole_tree(void **state)
+{
+    static const char *const bodies[] = {
+        "{\"model\":\"gpt\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        "\"max_completion_tokens\":64,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"a \\\"quoted\\\" \\\\ \\n line \\u00e9 \\ud83d\\ude00\"}],"
+        "\"model\":\"m\",\"max_tokens\":7}",
+        "{\"model\":\"m\\u0031\",\"stream\":false}",               /* escape in a value */
+        "{\"mod\\u0065l\":\"x\",\"model\":\"y\"}",                 /* escaped key first */
+        "{\"model\":\"y\",\"mod\\u0065l\":\"x\"}",
+        "{\"model\":\"a\",\"model\":\"b\",\"stream\":true,\"stream\":false}",   /* duplicates */
+        "{\"prompt\":[\"a\",\"b\",\"c\"],\"max_tokens\":3}",
+        "{\"prompt\":[[1,2],[3]],\"n\":2}",
+        "{\"prompt\":[1,2,3]}",
+        "{\"prompt\":[-1,2]}",
+        "{\"prompt\":[]}",
+        "{\"prompt\":[\"only\"]}",
+        "{\"prompt\":\"one\"}",
+        "{\"prompt\":7}",
+        "{\"prompt\":[{},true,null,\"x\"]}",
+        "{\"pro\\u006dpt\":[\"a\",\"b\"],\"prompt\":[1,2]}",
+        "{\"prompt\":[1,2],\"prompt\":[\"a\",\"b\"]}",
+        "{\"generationConfig\":{\"maxOutputTokens\":9},\"contents\":[]}",
+        "{\"inputs\":\"x\",\"parameters\":{\"max_new_tokens\":5}}",
+        "{\"model\":\"l\",\"options\":{\"num_predict\":4},\"stream\":null}",
+        "{\"n_predict\":-1,\"max_new_tokens\":12}",
+        "{\"max_tokens\":1e3,\"max_output_tokens\":2}",
+        "{\"max_tokens\":1.5e1}",
+        "{\"max_tokens\":01}", "{\"max_tokens\":1.}", "{\"max_tokens\":-}",
+        "{\"max_tokens\":1e}", "{\"max_tokens\":1e+}", "{\"max_tokens\":.5}",
+        "{\"max_tokens\":+1}", "{\"max_tokens\":1.2.3}", "{\"max_tokens\":0x10}",
+        "{\"max_tokens\":123456789012345678901234567890123456789012345678901234567890123456789}",
+        "{\"x\":123456789012345678901234567890123456789012345678901234567890123456789,\"model\":\"m\"}",
+        "{\"x\":1E400,\"model\":\"m\"}", "{\"x\":-0,\"model\":\"m\"}",
+        "{\"x\":\"\\q\",\"model\":\"m\"}",                         /* bad escape */
+        "{\"x\":\"\\uZZZZ\",\"model\":\"m\"}",                     /* cJSON: \\u0000 */
+        "{\"x\":\"\\ude00\",\"model\":\"m\"}",                     /* lone low surrogate */
+        "{\"x\":\"\\ud83d\",\"model\":\"m\"}",                     /* high, nothing after */
+        "{\"x\":\"\\ud83dxx\\ude00\",\"model\":\"m\"}",
+        "{\"x\":\"\\ud83d\\u0041\",\"model\":\"m\"}",
+        "{\"x\":\"\\u12\",\"model\":\"m\"}",
+        "{\"x\":\"a\\\\\",\"model\":\"m\"}",
+        "{\"x\":\"\\\\\\\"\",\"model\":\"m\"}",
+        "{\"a\":{}", "{\"a\":{} ",                                 /* truncated */
+        "{\"a\":{\"b\":{}", "{\"model\":\"m\",\"a\":{}", "{\"a\":[1]", "{\"a\":[[]",
+        "{\"a\":1", "{\"a\":\"x\"", "{\"a\":", "{\"a\"", "{\"a", "{", "{ ",
+        "{}", " \t\r\n{} \n", "{} x", "{}}", "{},", "{\"a\":1,}", "{\"a\":1 \"b\":2}",
+        "{\"a\" 1}", "{,}", "{\"a\":[1,]}", "{\"a\":[,1]}", "{\"a\":nul}", "{\"a\":nullx}",
+        "{\"a\":true,\"b\":false,\"c\":null,\"model\":\"m\"}", "{\"a\":tru}", "{\"a\":fals}",
+        "{1:2}", "{\"a\":'x'}", "{\"stream\":true}\n\n", "{\"stream\":true}\t\r",
+    };
+    static const char *const paths[] = {
+        "/v1/chat/completions", "/v1/completions", "/api/generate",
+        "/v1beta/models/g:streamGenerateContent", "/generate_stream", "/x",
+    };
+    static char buf[16384];
+    size_t i, j, k, read = 0;
+
+    (void)state;
+    for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
+        for (j = 0; j < sizeof(paths) / sizeof(paths[0]); j++) {
+            size_t n = strlen(bodies[i]);
+            read += (size_t)same_both_ways(paths[j], bodies[i], n);
+            for (k = 1; k < n; k++)
+                same_both_ways(paths[j], bodies[i], k);
+        }
+    assert_true(read > 100);            /* most of them are read, not refused */
+
+    /* bytes cJSON counts as whitespace (any up to ' ', NUL included), and
+     * NUL and control bytes inside strings */
+    {
+        static const char w[] = "{\x01\"model\"\x1f:\0\"m\\n\x02\0\x7f\"\x19,\"stream\":true}";
+        assert_int_equal(same_both_ways("/v1/chat/completions", w, sizeof(w) - 1), 1);
+    }
+    /* a NUL ends cJSON's key: "parameters\0x" is "parameters" to it */
+    {
+        static const char nk[] = "{\"inputs\":\"x\",\"parameters\0V6\":{\"max_new_tokens\":5},"
+                                 "\"prompt\0\":[\"a\",\"b\"]}";
+        assert_int_equal(same_both_ways("/generate", nk, sizeof(nk) - 1), 1);
+        assert_int_equal(same_both_ways("/v1/completions", nk, sizeof(nk) - 1), 1);
+    }
+    /* nesting: cJSON stops at 1000 levels */
+    for (k = 998; k <= 1001; k++) {
+        size_t n = 0, d;
+        char *b = malloc(2 * k + 64);
+        assert_non_null(b);
+        n += (size_t)sprintf(b, "{\"model\":\"m\",\"x\":");
+        for (d = 1; d < k; d++)
+            b[n++] = '[';
+        for (d = 1; d < k; d++)
+            b[n++] = ']';
+        b[n++] = '}';
+        same_both_ways("/v1/chat/completions", b, n);
+        free(b);
+    }
+    /* a long body of many small strings and numbers, and one huge string */
+    {
+        size_t n = (size_t)sprintf(buf, "{\"messages\":[");
+        for (i = 0; i < 150; i++)
+            n += (size_t)sprintf(buf + n, "%s{\"role\":\"user\",\"content\":\"w%zu \\\"q\\\"\",\"n\":%zu.5e-1}",
+                                 i ? "," : "", i, i);
+        n += (size_t)sprintf(buf + n, "],\"model\":\"long\",\"stream\":true}");
+        assert_true(n < sizeof(buf));
+        assert_int_equal(same_both_ways("/v1/chat/completions", buf, n), 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_bad_bodies),
         cmocka_unit_test(test_body_copy),
         cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_one_pass_equals_whole_tree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
