@@ -521,11 +521,12 @@ struct out { char *p; size_t len, cap; };
 
 static void put(struct out *o, const char *s, size_t n)
 {
-    if (o->p != NULL && n <= o->cap - o->len) {
+    if (o->p != NULL && o->len <= o->cap && n <= o->cap - o->len) {
         memcpy(o->p + o->len, s, n);
         o->len += n;
     } else {
-        o->len = o->cap + 1;        /* cannot happen: the sum fits (below) */
+        o->len = o->cap + 1;        /* cannot happen: the sum fits (below);
+                                     * if it did, the body counts as unread */
     }
 }
 
@@ -565,7 +566,7 @@ static int top_level(const char *p, const char *e, struct out *o)
             v = ws(p + 1, e);
             if (!esc && n == 6 && memcmp(k + 1, "prompt", 6) == 0) {
                 size_t items = 0, i;
-                int is_list = *v == '[';
+                int is_list = v < e && *v == '[';
                 if ((ve = is_list ? list(v, e, 1, &items) : value(v, e, 1)) == NULL)
                     return -1;
                 put(o, first ? "" : ",", first ? 0 : 1);
