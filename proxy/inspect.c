@@ -244,40 +244,66 @@ static const char *ws(const char *p, const char *e)
     return p;
 }
 
-/* cJSON's parse_hex4(): a byte that is not a hex digit makes it 0 */
-static unsigned hex4(const char *s)
+/* cJSON's parse_hex4(): a byte that is not a hex digit makes it 0;
+ * <*all>: the four bytes are hex digits */
+static unsigned hex4(const char *s, int *all)
 {
     unsigned h = 0;
-    int i;
+    int i, d;
 
     for (i = 0; i < 4; i++) {
         char c = s[i];
         if (c >= '0' && c <= '9')
-            h += (unsigned)(c - '0');
+            d = c - '0';
         else if (c >= 'A' && c <= 'F')
-            h += (unsigned)(c - 'A' + 10);
+            d = c - 'A' + 10;
         else if (c >= 'a' && c <= 'f')
-            h += (unsigned)(c - 'a' + 10);
-        else
+            d = c - 'a' + 10;
+        else {
+            *all = 0;
             return 0;
-        if (i < 3)
-            h <<= 4;
+        }
+        h = (h << 4) | (unsigned)d;
     }
     return h;
+}
+
+/*
+ * cJSON's judgement of the \u escape at <b>, in a string that ends at
+ * <close>: the bytes it takes (6, or 12 for a surrogate pair), or 0 when
+ * it refuses it (cut short, a lone low surrogate, a high one without \u
+ * and a low one after it).  <*all>: every "hex digit" it read was one.
+ */
+static int u_escape(const char *b, const char *close, int *all)
+{
+    unsigned u;
+
+    *all = 1;
+    if (close - b < 6)
+        return 0;
+    u = hex4(b + 2, all);
+    if (u >= 0xDC00 && u <= 0xDFFF)
+        return 0;
+    if (u < 0xD800 || u > 0xDBFF)
+        return 6;
+    if (close - (b + 6) < 6 || b[6] != '\\' || b[7] != 'u')
+        return 0;
+    u = hex4(b + 8, all);
+    return u >= 0xDC00 && u <= 0xDFFF ? 12 : 0;
 }
 
 /*
  * The string at <p> (a '"'): past its closing quote, or NULL.  As cJSON:
  * its end is the first quote not right after a backslash (each backslash
  * takes the next byte), then every escape in it must be one of \b \f \n
- * \r \t \" \\ \/ or \uXXXX (a high surrogate followed by \u and a low
- * one, no lone low surrogate; a byte that is not a hex digit counts as 0).
- * <*esc>: it has a backslash.  These are cJSON's two passes; str() below
- * does them in one where they cannot disagree.
+ * \r \t \" \\ \/ or one u_escape() takes.  <*esc>: it has a backslash.
+ * These are cJSON's two passes; str() below does them in one where they
+ * cannot disagree.
  */
 static const char *str_exact(const char *p, const char *e, int *esc)
 {
     const char *q = p + 1, *close, *b;
+    int n, all;
 
     *esc = 0;
     if ((close = memchr(q, '"', (size_t)(e - q))) == NULL)
@@ -291,28 +317,15 @@ static const char *str_exact(const char *p, const char *e, int *esc)
             return NULL;            /* that quote was escaped */
     }
     for (b = p + 1; *esc && (b = memchr(b, '\\', (size_t)(close - b))) != NULL; ) {
-        unsigned u;
         switch (b[1]) {
         case 'b': case 'f': case 'n': case 'r': case 't':
         case '"': case '\\': case '/':
             b += 2;
             break;
         case 'u':
-            if (close - b < 6)
+            if ((n = u_escape(b, close, &all)) == 0)
                 return NULL;
-            u = hex4(b + 2);
-            if (u >= 0xDC00 && u <= 0xDFFF)
-                return NULL;
-            if (u >= 0xD800 && u <= 0xDBFF) {
-                if (close - (b + 6) < 6 || b[6] != '\\' || b[7] != 'u')
-                    return NULL;
-                u = hex4(b + 8);
-                if (u < 0xDC00 || u > 0xDFFF)
-                    return NULL;
-                b += 12;
-            } else {
-                b += 6;
-            }
+            b += n;
             break;
         default:
             return NULL;
@@ -321,17 +334,6 @@ static const char *str_exact(const char *p, const char *e, int *esc)
             break;
     }
     return close + 1;
-}
-
-static int hex_digits(const char *s)
-{
-    int i;
-
-    for (i = 0; i < 4; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'A' && s[i] <= 'F') ||
-              (s[i] >= 'a' && s[i] <= 'f')))
-            return 0;
-    return 1;
 }
 
 /*
@@ -343,7 +345,7 @@ static int hex_digits(const char *s)
 static const char *str(const char *p, const char *e, int *esc)
 {
     const char *q = p + 1, *close, *b;
-    unsigned u;
+    int n, all;
 
     *esc = 0;
     if ((close = memchr(q, '"', (size_t)(e - q))) == NULL)
@@ -360,22 +362,11 @@ static const char *str(const char *p, const char *e, int *esc)
                 return NULL;        /* that quote was escaped */
             break;
         case 'u':
-            if (close - b < 6 || !hex_digits(b + 2))
+            /* refused, or not four hex digits: cJSON's own two passes
+             * decide (rare, so the second look costs nothing) */
+            if ((n = u_escape(b, close, &all)) == 0 || !all)
                 return str_exact(p, e, esc);
-            u = hex4(b + 2);
-            if (u >= 0xDC00 && u <= 0xDFFF)
-                return NULL;
-            if (u >= 0xD800 && u <= 0xDBFF) {
-                if (close - (b + 6) < 6 || b[6] != '\\' || b[7] != 'u' ||
-                    !hex_digits(b + 8))
-                    return str_exact(p, e, esc);
-                u = hex4(b + 8);
-                if (u < 0xDC00 || u > 0xDFFF)
-                    return NULL;
-                q = b + 12;
-            } else {
-                q = b + 6;
-            }
+            q = b + n;
             break;
         default:
             return NULL;

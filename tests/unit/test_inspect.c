@@ -356,6 +356,8 @@ static void test_one_pass_equals_whole_tree(void **state)
         "{\"x\":\"\\ud83dxx\\ude00\",\"model\":\"m\"}",
         "{\"x\":\"\\ud83d\\u0041\",\"model\":\"m\"}",
         "{\"x\":\"\\u12\",\"model\":\"m\"}",
+        "{\"x\":\"\\u000\\\"\",\"model\":\"m\"}",      /* \\u's 4th byte escapes the quote */
+        "{\"x\":\"\\u00\\q\",\"model\":\"m\"}",
         "{\"x\":\"a\\\\\",\"model\":\"m\"}",
         "{\"x\":\"\\\\\\\"\",\"model\":\"m\"}",
         "{\"a\":{}", "{\"a\":{} ",                                 /* truncated */
