@@ -392,6 +392,8 @@ uint64_t tt_record_end_mono(const struct tt_request *r)
     uint64_t end = r->ts[TT_TS_RESPONSE_COMPLETE];
     if (end != 0)
         return end;
+    if (r->ended >= r->t0 && r->ended != 0)
+        return r->ended;        /* failed or cancelled: when that was known */
     end = r->t0;
     for (int i = 0; i < TT_TS__COUNT; i++)
         if (r->ts[i] > end)

@@ -64,7 +64,8 @@ size_t tt_record_redact_path(const char *path, char *buf, size_t bufsize);
 /* length of the valid UTF-8 sequence at <s> (<n> bytes left), 0 if invalid */
 size_t tt_utf8_len(const unsigned char *s, size_t n);
 
-/* the last instant <r> was seen alive (monotonic ns): request_end_ns */
+/* request_end_ns (monotonic ns): the response's completion, else the
+ * instant the request was over (failed or cancelled), else its last mark */
 uint64_t tt_record_end_mono(const struct tt_request *r);
 
 struct tt_recorder;

@@ -109,6 +109,9 @@ struct tt_request {
     uint64_t t0;                /* monotonic ns: first byte of the request */
     int64_t  start_wall_ns;     /* unix ns at t0 */
     uint64_t ts[TT_TS__COUNT];  /* monotonic ns, 0 = not seen */
+    uint64_t ended;             /* monotonic ns the request was over (delivered,
+                                 * failed or cancelled), set when it is handed
+                                 * to tt_worker_request_done(); 0 before */
 
     /* token event arrival times (monotonic ns), for inter-chunk latency;
      * grown by doubling, owned, freed by tt_request_reset() */

@@ -74,6 +74,8 @@ void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
     char *line;
     size_t len;
 
+    if (r->ended == 0)
+        r->ended = tt_now_mono();
     if (!r->shadow) {               /* in flight counts client requests */
         w->inflight--;
         tt_agg_inflight(w->agg, -1);

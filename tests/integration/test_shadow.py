@@ -5,11 +5,14 @@ shadow fault of any kind reaching the client.
 The primary is a tokentap-sim replaying a stream file this test writes
 (tokens at designed instants, same bytes every time), so "the client's
 bytes are identical to the primary's" is an exact comparison with the file.
-The client's TTFT is measured on the client socket (first token byte's
-arrival minus the send) for requests through a proxy with the faulty
-shadow and through one without any shadow, both in front of the same sim;
-the medians must agree within t.tol_ms, the tolerance every designed-timing
-test of this suite uses for proxy noise.
+"The client never waits for the shadow" is shown by order, not by a
+latency tolerance: a fault the test scripts (a fake shadow) is held until
+the client has its whole response, so a proxy that made the client wait
+for the shadow could not finish the request at all; a fault on a timer (a
+refused, silent, slow or handshake-less shadow) is set to resolve well
+after the primary's designed end, and the primary's record must end before
+the shadow's.  The client TTFT with and without the shadow is noted, not
+judged: it is a measurement, and noise on a loaded machine is not a defect.
 """
 import json
 import os
@@ -20,7 +23,7 @@ import threading
 import time
 
 import harness
-from harness import build_request, metric, retry_on_failure, timeline, timeout
+from harness import build_request, metric, timeline, timeout
 
 TOKENS = 12
 TTFT_MS = 120
@@ -94,9 +97,28 @@ def metric_line(px, prefix):
     return [ln for ln in r.body.decode().splitlines() if ln.startswith(prefix)]
 
 
-def isolation(t, shadow_url, sets=(), n=4, big=0, extra=()):
+class Gate:
+    """a fake shadow's fault held until the test lets it go: the handler
+    calls wait(); the test calls release() once per request, after the
+    client's response is complete"""
+
+    def __init__(self, t):
+        self.t = t
+        self.sem = threading.Semaphore(0)
+
+    def wait(self):
+        if not self.sem.acquire(timeout=30 * self.t.slow):
+            raise harness.Failure("the shadow was never released")
+
+    def release(self):
+        self.sem.release()
+
+
+def isolation(t, shadow_url, sets=(), n=4, big=0, extra=(), gate=None):
     """the same requests through a proxy without a shadow and one with the
-    given shadow; returns (records of the shadowed proxy, proxy, ttfts)"""
+    given shadow: every client gets the primary's bytes whole; with <gate>
+    each shadow request is let go only after its client is done.  Returns
+    (proxy, client TTFTs with the shadow)"""
     path, data = stream_file(t)
     sim = t.sim()
     # under ASan freed memory waits in a quarantine: keep it small so that
@@ -106,9 +128,11 @@ def isolation(t, shadow_url, sets=(), n=4, big=0, extra=()):
                  asan=ASAN)
     # warm both, so that neither pays an upstream connect in the figures
     for p in (base, px):
-        r, _ = client_request(p, body_for(path))
+        r, _ = client_request(p, body_for(path), headers=[("X-Request-Id", "iso-warm")])
         t.eq(r.status, 200, "warm-up status")
         t.eq(r.body, data, "warm-up body bytes")
+        if gate is not None and p is px:
+            gate.release()
     without, with_ = [], []
     for i in range(n):
         for p, acc in ((base, without), (px, with_)):
@@ -117,16 +141,32 @@ def isolation(t, shadow_url, sets=(), n=4, big=0, extra=()):
             t.eq(r.status, 200, "client status")
             t.eq(r.body, data, "client bytes equal the primary's stream")
             acc.append(ttft)
-    mw, mo = statistics.median(with_), statistics.median(without)
-    t.note(f"client TTFT median {mw:.2f} ms with the shadow, {mo:.2f} ms without")
-    t.near(mw, mo, t.tol_ms, "client TTFT with the faulty shadow vs without any")
+            if gate is not None and p is px:
+                gate.release()
+    t.note(f"client TTFT median {statistics.median(with_):.2f} ms with the shadow, "
+           f"{statistics.median(without):.2f} ms without")
     rss, rss0 = px.rss_kib(), base.rss_kib()
     t.note(f"RSS {rss} KiB with the shadow, {rss0} KiB without")
     t.check(rss < rss0 + 48 * 1024 * t.slow, f"RSS {rss} KiB vs {rss0} KiB without the shadow")
     return px, with_
 
 
-def shadow_errors(t, px, n, want_types):
+def primary_ends_first(t, recs):
+    """every request's primary record ends before its shadow record: the
+    client was served while the shadow's fault was still unresolved"""
+    legs = {}
+    for r in recs:
+        legs.setdefault(r["metadata"]["x_request_id"], {})[r["metadata"]["role"]] = r
+    for rid, leg in sorted(legs.items()):
+        p, s = leg.get("primary"), leg.get("shadow")
+        t.check(p is not None and s is not None, f"{rid}: both legs recorded ({sorted(leg)})")
+        pe, se = p["metadata"]["request_end_ns"], s["metadata"]["request_end_ns"]
+        t.check(pe < se, f"{rid}: the primary ended {(pe - se) / 1e6:.1f} ms after the shadow")
+
+
+def shadow_errors(t, px, n, want_types, both=False):
+    """the n + 1 shadow records (warm-up included) have only <want_types>
+    errors; returns them, or every record with <both>"""
     recs = wait_records(t, px, 2 * (n + 1))
     sh = by_role(recs)["shadow"]
     t.check(len(sh) == n + 1, f"{len(sh)} shadow records, want {n + 1}")
@@ -134,18 +174,18 @@ def shadow_errors(t, px, n, want_types):
     t.check(set(types) <= set(want_types), f"shadow error types {types}, want {want_types}")
     for r in sh:
         t.eq(r["metadata"]["upstream"], "cand", "shadow record upstream")
-    return sh
+    return recs if both else sh
 
 
 # ----------------------------------------------------------------------------
 
 
 @timeout(40)
-@retry_on_failure(1)
 def test_shadow_leg_recorded_and_paired_with_primary(t):
     """one mirrored request: two records with the same x_request_id, one per
     leg (upstream, role), each with its own timeline from the shared t0;
-    the slower candidate's TTFT is larger by what its sim adds"""
+    each leg's TTFT from its headers is at least what its own sim waits
+    (the candidate twice the primary's), and /stats pairs the two"""
     path, data = stream_file(t)
     sim = t.sim()
     cand = t.sim(extra=["--latency-scale", "2"])
@@ -163,17 +203,23 @@ def test_shadow_leg_recorded_and_paired_with_primary(t):
     t.eq(p["metadata"]["request_start_ns"], s["metadata"]["request_start_ns"], "shared t0")
     t.eq(metric(s, "output_sequence_length"), TOKENS, "shadow OSL")
     t.check(timeline(s, "upstream_connected") is not None, "shadow's own connect mark")
-    # sim t_start is the leg's response_headers; the candidate waits 2 x TTFT
-    t.near(metric(p, "time_to_first_token") - timeline(p, "response_headers"), TTFT_MS,
-           t.tol_ms, "primary TTFT from its headers")
-    t.near(metric(s, "time_to_first_token") - timeline(s, "response_headers"), 2 * TTFT_MS,
-           t.tol_ms, "shadow TTFT from its headers")
+    # each sim starts its clock on the request the leg sent it after t0, and
+    # the candidate waits 2 x TTFT: a sim never sends early, so these lower
+    # bounds hold on any machine, and a shadow timed on the primary's marks
+    # would come out near TTFT_MS
+    pt, st_ = metric(p, "time_to_first_token"), metric(s, "time_to_first_token")
+    t.note(f"TTFT: primary {pt:.2f} ms, shadow {st_:.2f} ms (from headers "
+           f"{pt - timeline(p, 'response_headers'):.2f} and "
+           f"{st_ - timeline(s, 'response_headers'):.2f})")
+    t.check(pt >= TTFT_MS, f"primary TTFT {pt:.2f} ms < the sim's {TTFT_MS}")
+    t.check(st_ >= 2 * TTFT_MS, f"shadow TTFT {st_:.2f} ms < its sim's {2 * TTFT_MS}")
     st = harness.http(px.admin_port, "GET", "/stats").json()
     cmp = st["comparisons"]["cand"]["windows"]["1m"]
     t.eq(cmp["pairs"], 1, "pairs in /stats")
     t.eq(cmp["finish_reason_agreement"], 1, "finish reasons agree")
     d = cmp["difference"]["time_to_first_token"]["median"]
-    t.near(d, TTFT_MS, 3 * t.tol_ms, "median paired TTFT difference")
+    want = metric(s, "time_to_first_token") - metric(p, "time_to_first_token")
+    t.near(d, want, 1e-3, "the one pair's TTFT difference is shadow minus primary")
     t.eq(cmp["difference"]["output_sequence_length"]["median"], 0, "OSL difference")
     t.check("cand" in st["upstreams"] and st["upstreams"]["cand"]["role"] == "shadow",
             "cand in /stats upstreams")
@@ -215,10 +261,9 @@ def test_shadow_gets_its_authority_and_header_edits(t):
 
 
 @timeout(60)
-@retry_on_failure(1)
 def test_shadow_refusing_connections_never_reaches_client(t):
-    """a shadow port that refuses: client bytes and TTFT as without it; the
-    shadow legs are recorded as upstream_connect errors"""
+    """a shadow port that refuses: every client gets the primary's bytes
+    whole; the shadow legs are recorded as upstream_connect errors"""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))           # bound, never listening: refused
     port = s.getsockname()[1]
@@ -228,33 +273,33 @@ def test_shadow_refusing_connections_never_reaches_client(t):
 
 
 @timeout(60)
-@retry_on_failure(1)
 def test_shadow_that_never_answers_never_reaches_client(t):
     """a shadow that accepts and never answers: recorded as upstream_timeout
-    after its response_timeout; the client never waits"""
+    after its response_timeout, three times the primary's designed length;
+    every primary leg ends before its shadow leg: the client never waits"""
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(64)                      # the kernel accepts; nobody reads
     px, _ = isolation(t, f"http://127.0.0.1:{ls.getsockname()[1]}",
-                      sets=("response_timeout=300ms",))
-    shadow_errors(t, px, 4, ["upstream_timeout"])
+                      sets=(f"response_timeout={1000 * t.slow}ms",))
+    primary_ends_first(t, shadow_errors(t, px, 4, ["upstream_timeout"], both=True))
     ls.close()
 
 
 @timeout(60)
-@retry_on_failure(1)
 def test_slow_shadow_never_slows_client(t):
-    """a shadow five times slower: the client's TTFT is the primary's"""
+    """a shadow five times slower: every primary leg ends before its shadow
+    leg, and the shadow really took five times as long"""
     cand = t.sim(extra=["--latency-scale", "5"])
     px, _ = isolation(t, cand.url)
-    sh = shadow_errors(t, px, 4, [None])
-    for r in sh:
+    recs = shadow_errors(t, px, 4, [None], both=True)
+    primary_ends_first(t, recs)
+    for r in by_role(recs)["shadow"]:
         t.check(metric(r, "time_to_first_token") - timeline(r, "response_headers")
                 > 4 * TTFT_MS, "the shadow really was slower")
 
 
 @timeout(90)
-@retry_on_failure(1)
 def test_shadow_not_reading_body_does_not_throttle_primary(t):
     """a 20 MiB request body: the shadow never reads it, its copy is dropped
     at buffer_bytes (counted as buffer_full), and the primary gets the body
@@ -289,55 +334,66 @@ def test_shadow_not_reading_body_does_not_throttle_primary(t):
     ls.close()
 
 
-def reset_mid_stream(sock, req, fake):
-    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                 b"Transfer-Encoding: chunked\r\n\r\n")
-    ev = b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
-    sock.sendall(b"%x\r\n" % len(ev) + ev + b"\r\n")
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+def reset_mid_stream(gate):
+    def h(sock, req, fake):
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        ev = b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
+        sock.sendall(b"%x\r\n" % len(ev) + ev + b"\r\n")
+        gate.wait()                    # mid-stream until the client is done
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    return h
 
 
 @timeout(60)
-@retry_on_failure(1)
 def test_shadow_reset_mid_stream_never_reaches_client(t):
-    """a shadow that resets mid-stream: recorded as truncated"""
-    fake = t.fake(reset_mid_stream)
-    px, _ = isolation(t, fake.url)
-    shadow_errors(t, px, 4, ["truncated"])
+    """a shadow that stops mid-stream until each client has its whole
+    response, then resets: recorded as truncated"""
+    gate = Gate(t)
+    fake = t.fake(reset_mid_stream(gate))
+    px, _ = isolation(t, fake.url, gate=gate)
+    primary_ends_first(t, shadow_errors(t, px, 4, ["truncated"], both=True))
+    t.eq(fake.errors, [], "fake shadow errors")
 
 
 @timeout(60)
-@retry_on_failure(1)
 def test_shadow_tls_handshake_hang_never_reaches_client(t):
-    """an https:// shadow that never speaks TLS: cut at its connect_timeout"""
+    """an https:// shadow that never speaks TLS: cut at its connect_timeout,
+    three times the primary's designed length, after every primary leg ended"""
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(64)
     px, _ = isolation(t, f"https://127.0.0.1:{ls.getsockname()[1]}",
-                      sets=("connect_timeout=300ms", "insecure=true"))
-    shadow_errors(t, px, 4, ["upstream_connect_timeout"])
+                      sets=(f"connect_timeout={1000 * t.slow}ms", "insecure=true"))
+    primary_ends_first(t, shadow_errors(t, px, 4, ["upstream_connect_timeout"], both=True))
     ls.close()
 
 
-def huge(sock, req, fake):
-    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                 b"Transfer-Encoding: chunked\r\n\r\n")
-    ev = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"y" * 4000 + b'"}}]}\n\n'
-    chunk = b"%x\r\n" % len(ev) + ev + b"\r\n"
-    block = chunk * 64
-    for _ in range(200):                 # about 51 MB
+def huge(gate):
+    def h(sock, req, fake):
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        ev = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"y" * 4000 + b'"}}]}\n\n'
+        chunk = b"%x\r\n" % len(ev) + ev + b"\r\n"
+        block = chunk * 64
         sock.sendall(block)
-    sock.sendall(b"%x\r\n" % len(b"data: [DONE]\n\n") + b"data: [DONE]\n\n\r\n0\r\n\r\n")
+        gate.wait()                    # the rest once the client is done
+        for _ in range(199):           # about 51 MB in all
+            sock.sendall(block)
+        sock.sendall(b"%x\r\n" % len(b"data: [DONE]\n\n") + b"data: [DONE]\n\n\r\n0\r\n\r\n")
+    return h
 
 
 @timeout(90)
-@retry_on_failure(1)
 def test_shadow_huge_response_keeps_rss_bounded(t):
     """a shadow that answers every request with 51 MB: drained as it comes,
     the proxy's RSS grows by no more than a few buffers"""
-    fake = t.fake(huge)
-    px, _ = isolation(t, fake.url, n=2)
+    gate = Gate(t)
+    fake = t.fake(huge(gate))
+    px, _ = isolation(t, fake.url, n=2, gate=gate)
     recs = wait_records(t, px, 6)
+    primary_ends_first(t, recs)
+    t.eq(fake.errors, [], "fake shadow errors")
     sh = by_role(recs)["shadow"]
     t.check(all(r["error"] is None for r in sh), f"shadow errors {[r['error'] for r in sh]}")
     t.check(all(r["metadata"]["bytes_out"] > 50_000_000 for r in sh), "shadow bodies read whole")

@@ -154,6 +154,42 @@ static void test_record_server_truth(void **state)
     tt_request_reset(&r);
 }
 
+/*
+ * request_end_ns: the response's completion when it completed; for a
+ * request that failed or was cancelled, the instant that was known (a leg
+ * cut by its response_timeout ends at the timeout, not at its last mark);
+ * with neither, the last mark
+ */
+static void test_record_end_of_failed_request(void **state)
+{
+    struct tt_request r;
+    char *line;
+    cJSON *j;
+    (void)state;
+
+    sample(&r);
+    r.ended = T0 + 900 * MS;            /* completed: the completion counts */
+    j = format_parse(&r, NULL, &line);
+    assert_non_null(strstr(line, "\"request_end_ns\":1759813207833900363,"));
+    cJSON_Delete(j);
+    free(line);
+
+    r.ts[TT_TS_RESPONSE_COMPLETE] = 0;  /* cut after its last token (300 ms) */
+    r.ts[TT_TS_DELIVERED] = 0;
+    tt_request_set_error(&r, 504, "upstream_timeout", "no response in time");
+    j = format_parse(&r, NULL, &line);
+    assert_non_null(strstr(line, "\"request_end_ns\":1759813208432900363,"));
+    cJSON_Delete(j);
+    free(line);
+
+    r.ended = 0;                        /* never handed over: the last mark */
+    j = format_parse(&r, NULL, &line);
+    assert_non_null(strstr(line, "\"request_end_ns\":1759813207832900363,"));
+    cJSON_Delete(j);
+    free(line);
+    tt_request_reset(&r);
+}
+
 static void test_record_fields(void **state)
 {
     struct tt_request r;
@@ -648,6 +684,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_record_fields),
+        cmocka_unit_test(test_record_end_of_failed_request),
         cmocka_unit_test(test_record_server_truth),
         cmocka_unit_test(test_record_gaps_exact),
         cmocka_unit_test(test_record_error_and_absent),
