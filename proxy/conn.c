@@ -633,6 +633,8 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
 
     if (c->req.api != TT_API_OTHER) {
         tt_inspect_init(&c->insp, cfg->inspect_max_bytes);
+        if (c->rqp.flags & F_CONTENT_LENGTH)
+            tt_inspect_expect(&c->insp, (size_t)c->rqp.content_length);
         c->insp_on = 1;
     }
     if (c->insp_on && !upgrade &&

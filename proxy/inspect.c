@@ -82,6 +82,11 @@ void tt_inspect_free(struct tt_inspect *in)
     in->len = in->alloc = 0;
 }
 
+void tt_inspect_expect(struct tt_inspect *in, size_t n)
+{
+    in->expect = n <= in->cap ? n : 0;
+}
+
 static void give_up(struct tt_inspect *in, const char *why)
 {
     in->gave_up = 1;
@@ -114,6 +119,12 @@ void tt_inspect_feed(struct tt_inspect *in, const char *buf, size_t len)
     if (in->len + len > in->alloc) {
         size_t n = in->alloc ? in->alloc : 1024;
         char *p;
+        /* the declared length at once, when it is at most four times what
+         * has come: a client that declares a large body and sends a byte
+         * holds no more than that */
+        if (in->expect >= in->len + len && in->expect > n &&
+            in->expect / 4 <= in->len + len)
+            n = in->expect;
         while (n < in->len + len)
             n *= 2;
         if (n > in->cap)

@@ -23,6 +23,7 @@ struct tt_inspect {
     char   *buf;            /* body so far; owned */
     size_t  len, alloc;     /* <alloc> bytes are charged to the budget */
     size_t  cap;            /* give up beyond this many bytes */
+    size_t  expect;         /* the declared body length (<= cap), 0 unknown */
     int     gave_up;        /* too big, not JSON, over budget or out of memory */
     int     started;        /* first non-whitespace byte seen */
     int     whole_tree;     /* tests: parse the whole body into a cJSON tree,
@@ -43,6 +44,10 @@ size_t tt_inspect_held(void);
 
 /* <cap> 0 = TT_INSPECT_CAP_DEFAULT */
 void tt_inspect_init(struct tt_inspect *in, size_t cap);
+/* the body's declared length (Content-Length): once a quarter of it has
+ * come, the copy grows to exactly that size in one step instead of by
+ * doubling; a length over the cap is ignored (the body will not be read) */
+void tt_inspect_expect(struct tt_inspect *in, size_t n);
 /* body bytes, in order */
 void tt_inspect_feed(struct tt_inspect *in, const char *buf, size_t len);
 /*

@@ -230,6 +230,66 @@ static void test_body_copy(void **state)
     }
 }
 
+/* a declared length: the copy is one allocation of exactly that size,
+ * held against the budget like any other, and the facts are the same */
+static void test_declared_length(void **state)
+{
+    static const char head[] = "{\"model\":\"m\",\"stream\":true,\"x\":\"";
+    size_t n = 40000, off, held0 = tt_inspect_held();
+    char *body = malloc(n);
+    const char *p;
+    size_t got;
+    (void)state;
+
+    assert_non_null(body);
+    memset(body, 'a', n);
+    memcpy(body, head, sizeof(head) - 1);
+    memcpy(body + n - 2, "\"}", 2);
+    for (int declared = 0; declared < 2; declared++) {
+        struct tt_inspect in;
+        struct tt_request r;
+        tt_inspect_init(&in, 0);
+        if (declared)
+            tt_inspect_expect(&in, n);
+        for (off = 0; off < n; off += 4096)
+            tt_inspect_feed(&in, body + off, n - off < 4096 ? n - off : 4096);
+        /* doubling from 1 KiB ends at 64 KiB; the declared length is exact */
+        assert_int_equal(in.alloc, declared ? n : 65536);
+        if (declared) {             /* a byte does not buy the whole length */
+            struct tt_inspect one;
+            tt_inspect_init(&one, 0);
+            tt_inspect_expect(&one, n);
+            tt_inspect_feed(&one, body, 1);
+            assert_int_equal(one.alloc, 1024);
+            tt_inspect_feed(&one, body + 1, n / 4 - 1);
+            assert_int_equal(one.alloc, n);         /* a quarter: all of it */
+            tt_inspect_free(&one);
+        }
+        assert_int_equal(tt_inspect_held(), held0 + in.alloc);
+        assert_int_equal(tt_inspect_body(&in, &p, &got), 0);
+        assert_int_equal(got, n);
+        assert_memory_equal(p, body, n);
+        tt_request_init(&r);
+        strcpy(r.path, "/v1/chat/completions");
+        tt_inspect_finish(&in, &r);
+        assert_string_equal(r.model, "m");
+        assert_int_equal(r.stream, 1);
+        tt_inspect_free(&in);
+        assert_int_equal(tt_inspect_held(), held0);
+    }
+    {
+        struct tt_inspect in;       /* over the cap: ignored, then too large */
+        tt_inspect_init(&in, 1000);
+        tt_inspect_expect(&in, n);
+        assert_int_equal(in.expect, 0);
+        tt_inspect_feed(&in, body, 4096);
+        assert_int_equal(tt_inspect_body(&in, &p, &got), -1);
+        assert_int_equal(in.alloc, 0);
+        tt_inspect_free(&in);
+    }
+    free(body);
+}
+
 /* all inspectors share one budget: over it a body is not read, and
  * everything taken is given back */
 static void test_budget(void **state)
@@ -432,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_llamacpp_and_prompts),
         cmocka_unit_test(test_bad_bodies),
         cmocka_unit_test(test_body_copy),
+        cmocka_unit_test(test_declared_length),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_one_pass_equals_whole_tree),
     };
