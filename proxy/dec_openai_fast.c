@@ -20,15 +20,13 @@
  * compares the records byte for byte, and mutated events one by one.
  */
 #include "proxy/decode.h"
+#include "proxy/jstr.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #define SCRATCH   4096      /* longest event taken; its strings, unescaped */
 #define MAXCHOICE 4
@@ -137,40 +135,15 @@ static int peek(struct cur *c)
     return c->p < c->e ? (unsigned char)*c->p : -1;
 }
 
-/* bytes a string cannot hold raw: control bytes, quote, backslash */
-static const unsigned char special[256] = {
-    [0x00] = 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    ['"'] = 1, ['\\'] = 1,
-};
-
 /*
- * The first special byte in [q, e), or e: sixteen bytes a step where SSE2
- * is there (every x86-64), the table for the rest.  Most strings of a
- * chunk are ids, keys and one-token contents, so the step is one compare
- * of a whole string rather than a loop over its bytes.
+ * The first byte a string cannot hold raw (control, quote, backslash) in
+ * [q, e), or e.  Most strings of a chunk are ids, keys and one-token
+ * contents, so the step is one compare of a whole string rather than a
+ * loop over its bytes.
  */
 static const char *plain_end(const char *q, const char *e)
 {
-#if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
-    const __m128i ctl = _mm_set1_epi8(0x1f);
-
-    while (e - q >= 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)q);
-        /* v <= 0x1f (unsigned) exactly when max(v, 0x1f) == 0x1f */
-        __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
-                                              _mm_cmpeq_epi8(v, bslash)),
-                                 _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl));
-        unsigned mask = (unsigned)_mm_movemask_epi8(m);
-        if (mask != 0)
-            return q + __builtin_ctz(mask);
-        q += 16;
-    }
-#endif
-    while (q < e && !special[(unsigned char)*q])
-        q++;
-    return q;
+    return tt_jstr_stop(q, e, 1);
 }
 
 /*

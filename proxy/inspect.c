@@ -25,9 +25,10 @@
  * 21 instructions a byte, 0.7 million for a 35 KB chat request, several
  * times what the whole stream costs afterwards.  One pass (top_level())
  * checks the body exactly as cJSON 1.7's parser would accept it, skipping
- * strings with memchr, and keeps only the top-level members from_body()
- * looks at ("prompt" reduced to its shape: the same length, the same kind
- * of first item); cJSON then parses that small object.  Same facts, same
+ * strings sixteen bytes a step (proxy/jstr.h), and keeps only the
+ * top-level members from_body() looks at ("prompt" reduced to its shape:
+ * the same length, the same kind of first item); cJSON then parses that
+ * small object.  Same facts, same
  * bodies refused; tests/unit/test_inspect.c and fuzz/fuzz_inspect.c compare
  * it with the whole-tree parse (in->whole_tree).
  */
@@ -40,6 +41,7 @@
 #include <string.h>
 
 #include "proxy/jsonarena.h"
+#include "proxy/jstr.h"
 #include "proxy/stream.h"
 
 /* the copies of every inspector in the process, against one budget */
@@ -355,27 +357,29 @@ static const char *str_exact(const char *p, const char *e, int *esc)
  */
 static const char *str(const char *p, const char *e, int *esc)
 {
-    const char *q = p + 1, *close, *b;
+    const char *q = p + 1, *b;
     int n, all;
 
     *esc = 0;
-    if ((close = memchr(q, '"', (size_t)(e - q))) == NULL)
-        return NULL;
-    while ((b = memchr(q, '\\', (size_t)(close - q))) != NULL) {
+    for (;;) {
+        if ((b = tt_jstr_stop(q, e, 0)) >= e)
+            return NULL;            /* no closing quote */
+        if (*b == '"')
+            return b + 1;
+        if (b + 1 >= e)
+            return NULL;            /* a backslash at the very end */
         *esc = 1;
-        switch (b[1]) {             /* b < close: b[1] is in the body */
+        switch (b[1]) {
         case 'b': case 'f': case 'n': case 'r': case 't': case '\\': case '/':
-            q = b + 2;
-            break;
         case '"':
             q = b + 2;
-            if (q > close && (close = memchr(q, '"', (size_t)(e - q))) == NULL)
-                return NULL;        /* that quote was escaped */
             break;
         case 'u':
             /* refused, or not four hex digits: cJSON's own two passes
-             * decide (rare, so the second look costs nothing) */
-            if ((n = u_escape(b, close, &all)) == 0 || !all)
+             * decide (rare, so the second look costs nothing).  <e> as the
+             * limit: four hex digits hold no quote, so a \u that reaches
+             * the closing quote goes there as well */
+            if ((n = u_escape(b, e, &all)) == 0 || !all)
                 return str_exact(p, e, esc);
             q = b + n;
             break;
@@ -383,7 +387,6 @@ static const char *str(const char *p, const char *e, int *esc)
             return NULL;
         }
     }
-    return close + 1;
 }
 
 static int num_byte(char c)
