@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #define SCRATCH   4096      /* longest event taken; its strings, unescaped */
 #define MAXCHOICE 4
 #define MAXTOOL   4

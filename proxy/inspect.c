@@ -28,9 +28,9 @@
  * strings sixteen bytes a step (proxy/jstr.h), and keeps only the
  * top-level members from_body() looks at ("prompt" reduced to its shape:
  * the same length, the same kind of first item); cJSON then parses that
- * small object.  Same facts, same
- * bodies refused; tests/unit/test_inspect.c and fuzz/fuzz_inspect.c compare
- * it with the whole-tree parse (in->whole_tree).
+ * small object.  Same facts, same bodies refused; tests/unit/test_inspect.c
+ * and fuzz/fuzz_inspect.c compare it with the whole-tree parse
+ * (in->whole_tree).
  */
 #include "proxy/inspect.h"
 
