@@ -605,8 +605,14 @@ def test_fault_inspector_budget_forwards_uninspected(t):
     inspected; once the budget is free again bodies are read as before"""
     sim = t.sim()
     px = t.proxy(sim.url, extra=["--inspect-budget", "64k"], asan=ASAN)
-    body = json.dumps(harness.chat_body({"tokens": 2}, stream=False,
-                                        pad="p" * 60000)).encode()
+    # a body of exactly the budget: its copy, sized from its Content-Length,
+    # leaves no room for the 1 KiB a small body's copy starts with
+    def big(n):
+        return json.dumps(harness.chat_body({"tokens": 2}, stream=False,
+                                            pad="p" * n)).encode()
+    body = big(60000)
+    body = big(60000 + 65536 - len(body))
+    t.eq(len(body), 65536, "the stalled body's length")
     stalled = px.conn(timeout=30)
     stalled.send(build_request("POST", "/v1/chat/completions", body)[:-20])
     small = json.dumps(harness.chat_body({"tokens": 2}, stream=False, model="m-small")).encode()
