@@ -21,6 +21,9 @@
 # CG_GAP (ms, default 3) and CG_TOKENS (default 100) set the sim stream's
 # pacing and length: CG_GAP=0 CG_TOKENS=2000 is the throughput load;
 # CG_SIM_ONLY=1 stops after the sim stream (tokentap and nginx).
+# Copies count as vector loops, not as one instruction a byte, and the
+# windowed metrics' slot clears (per second, not per event) are not counted;
+# CG_REP=1 and CG_CLEARS=1 count them as callgrind otherwise would.
 set -u
 
 B=${1:-build}
@@ -34,6 +37,22 @@ GAP=${CG_GAP:-3}
 TOKENS=${CG_TOKENS:-100}
 FX=$R/../shared/fixtures/streams
 command -v valgrind >/dev/null 2>&1 || { echo "callgrind: valgrind missing (apt-get install valgrind)" >&2; exit 1; }
+# Callgrind counts a `rep movsb` / `rep stosb` one instruction per byte, which
+# glibc uses for memcpy / memset from 2 KiB up: a 32 KiB copy would count
+# 32,768 instructions where the vector loop the CPU runs as fast counts about
+# a thousand.  Both proxies run with the vector loops (CG_REP=1 keeps glibc's
+# choice), so that a copy counts as what it costs.
+if [ "${CG_REP:-0}" = 0 ]; then
+    GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=0xffffffffffffffff:glibc.cpu.x86_rep_stosb_threshold=0xffffffffffffffff
+    export GLIBC_TUNABLES
+fi
+# The windowed metrics clear a ring slot when the clock enters it (every
+# 10 s for the 1-minute window, whatever the traffic); under callgrind's
+# slowdown a run crosses several, so K2's run would count clears K1's did
+# not.  Their cost is per second, not per event: not counted (CG_CLEARS=1
+# counts them).
+TOGGLE=""
+[ -n "${CG_CLEARS:-}" ] || TOGGLE="--toggle-collect=ring_clear_slot --collect-atstart=yes"
 T=$(mktemp -d /tmp/tokentap-cg.XXXXXX)
 SIMPID=""
 trap '[ -n "$SIMPID" ] && kill "$SIMPID" 2>/dev/null; [ -n "${CG_KEEP:-}" ] || rm -rf "$T"' EXIT
@@ -46,7 +65,7 @@ SIM=$("$T/sse_load" --wait-ready "$T/sim.ready" "$SIMPID") || exit 1
 # run NAME K BODY -> prints "IR EVENTS" ($XARGS: more tokentap options)
 run() {
     rm -f "$T/tt.ready" "$T/rec.jsonl"
-    valgrind --tool=callgrind --callgrind-out-file="$T/cg.$1.$2" \
+    valgrind --tool=callgrind --callgrind-out-file="$T/cg.$1.$2" $TOGGLE \
         "$TT" --listen 127.0.0.1:0 --ready-file "$T/tt.ready" \
         --upstream "http://127.0.0.1:$SIM" --admin off --log-level warn \
         --record "$T/rec.jsonl" ${XARGS:-} >"$T/tt.$1.$2.log" 2>&1 &
