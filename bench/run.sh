@@ -26,6 +26,7 @@
 # "tokentap (base)", BENCH_PIN=0 turns off pinning (proxies on CPU 0, the sims
 # and the load generator on CPU 1, when there are 2+ CPUs and taskset),
 # BENCH_PIN=one puts all of them on CPU 0 (no hop wakes another CPU).
+# BENCH_WARM=0: no uncounted warm-up round (round 0) before the latency rounds.
 # Results: the tables on stdout, raw lines in BUILD_DIR/bench-results.txt,
 # medians and per-round spreads in BUILD_DIR/bench-results.json.
 set -u
@@ -213,7 +214,7 @@ load() {
     printf '  %-6s %-8s round %s ... ' "$t" "$c" "$r" >&2
     # shellcheck disable=SC2086
     out=$($PINL "$L" --connect "127.0.0.1:$p" --prefix "$t-$c-$r" --cpu-pid "$pid" --cpu-pid "$SIM_PID" "$@" | grep '^RESULT')
-    echo "test=$t cfg=$c round=$r $out" >>"$RES"
+    [ "$r" = 0 ] || echo "test=$t cfg=$c round=$r $out" >>"$RES"    # round 0: warm-up, not counted
     echo "$out" | tr ' ' '\n' | sed -n 's/^evps=/evps /p; s/^lat_p99_us=/p99 /p' | tr '\n' ' ' >&2
     echo >&2
 }
@@ -230,7 +231,11 @@ fi
 echo "bench: $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), ulimit -n $NOFILE, temp $T" >&2
 
 if ! skip lat100 || ! skip lat1; then
+    # round 0 warms every configuration up (upstream connections opened,
+    # buffers allocated, pages touched) and is not counted: the first
+    # round used to be the worst for every proxy (BENCH_WARM=0: none)
     r=1
+    [ "${BENCH_WARM:-1}" = 0 ] || r=0
     while [ $r -le "$ROUNDS" ]; do
         for c in $CFGS; do
             skip lat100 || { recarg=""; [ "$c" = ttrec ] && recarg="--records $T/ttrec.jsonl"
