@@ -587,7 +587,7 @@ def test_report_compare_upstreams_pairs_legs_of_one_file(t):
         r = px.post("/v1/chat/completions", harness.chat_body({"tokens": 4, "ttft_ms": 60}),
                     headers=[("X-Request-Id", f"cu-{i}")])
         t.eq(r.status, 200, "status")
-    wait_records(t, px, 16)
+    recs = wait_records(t, px, 16)
     exe = os.path.join(t.build, "tokentap")
     import subprocess
     p = subprocess.run([exe, "report", px.record_path, "--compare-upstreams", "primary,cand",
@@ -601,8 +601,20 @@ def test_report_compare_upstreams_pairs_legs_of_one_file(t):
     t.eq(len(paired), 1, "one paired table")
     row = [r for r in paired[0]["rows"] if r[0] == "Time to First Token (ms)"][0]
     t.eq(row[1], 8, "TTFT pairs")
-    # the candidate waits twice the 60 ms TTFT: 60 ms more per request
-    t.near(row[2], 60.0, 4 * t.tol_ms, "paired median TTFT difference")
+    # the report's median is the records' own: each request's candidate
+    # TTFT minus its primary's, the linear median of the eight (printed
+    # with two decimals).  The sims make the sign causal: neither leg can
+    # see a token before its sim sends it, at 60 ms and at twice that.
+    ttft = {}
+    for x in recs:
+        md = x["metadata"]
+        ttft[(md["x_request_id"], md["upstream"])] = x["metrics"]["time_to_first_token"]["value"]
+    for i in range(8):
+        t.check(ttft[(f"cu-{i}", "primary")] >= 60.0, f"cu-{i}: primary TTFT >= 60 ms")
+        t.check(ttft[(f"cu-{i}", "cand")] >= 120.0, f"cu-{i}: candidate TTFT >= 120 ms")
+    d = sorted(ttft[(f"cu-{i}", "cand")] - ttft[(f"cu-{i}", "primary")] for i in range(8))
+    t.near(row[2], (d[3] + d[4]) / 2, 0.0051, "paired median TTFT difference = the records'")
+    t.note(f"paired median TTFT difference {row[2]} ms (designed 60)")
     bad = subprocess.run([exe, "report", px.record_path, "--compare-upstreams", "primary"],
                          capture_output=True, timeout=30)
     t.eq(bad.returncode, 2, "a bad pair is a usage error")
