@@ -22,7 +22,7 @@
 # pacing and length: CG_GAP=0 CG_TOKENS=2000 is the throughput load;
 # CG_SIM_ONLY=1 stops after the sim stream (tokentap and nginx).
 # Copies count as vector loops, not as one instruction a byte, and the
-# windowed metrics' slot clears (per second, not per event) are not counted;
+# windowed metrics' slot clears (driven by the clock, not by events) are not counted;
 # CG_REP=1 and CG_CLEARS=1 count them as callgrind otherwise would.
 set -u
 
