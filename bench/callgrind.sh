@@ -43,7 +43,7 @@ command -v valgrind >/dev/null 2>&1 || { echo "callgrind: valgrind missing (apt-
 # a thousand.  Both proxies run with the vector loops (CG_REP=1 keeps glibc's
 # choice), so that a copy counts as what it costs.
 if [ "${CG_REP:-0}" = 0 ]; then
-    GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=0xffffffffffffffff:glibc.cpu.x86_rep_stosb_threshold=0xffffffffffffffff
+    GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.cpu.x86_rep_movsb_threshold=0xffffffffffffffff:glibc.cpu.x86_rep_stosb_threshold=0xffffffffffffffff
     export GLIBC_TUNABLES
 fi
 # The windowed metrics clear a ring slot when the clock enters it (every

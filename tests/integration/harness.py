@@ -850,7 +850,6 @@ class Ctx:
     """What one test owns: its temp dir, processes and fake upstreams.
 
     slow: 1 for the release build, larger under sanitizers (scale deadlines)
-    tol_ms: timing tolerance for "about X ms" checks
     """
 
     def __init__(self, build, tmp, name):
@@ -859,7 +858,6 @@ class Ctx:
         self.name = name
         self.san = os.path.basename(os.path.normpath(build)).endswith("-san")
         self.slow = 4 if self.san else 1
-        self.tol_ms = 15.0 if self.san else 6.0
         self.procs = []
         self.fakes = []
         self.notes = []
