@@ -5,8 +5,13 @@
  * 1000).  Standalone:
  *
  *   cc -std=c11 -D_GNU_SOURCE -O2 -I. bench/bench_record.c build/libtt.a \
- *      -levent -lcjson -lpthread -lm -o build/bench_record
+ *      -levent -lssl -lcrypto -lcjson -lpthread -lm -o build/bench_record
  *   build/bench_record [events...]
+ *
+ * For a repeatable figure count instructions instead (BENCH_ITERS sets the
+ * iterations; each function's inclusive count over them is its cost):
+ *
+ *   BENCH_ITERS=2000 valgrind --tool=callgrind build/bench_record 120
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +65,10 @@ static void run(unsigned events)
     uint64_t t_metrics = 0, t_agg = 0, t_fmt = 0;
     size_t bytes = 0;
     unsigned iters = events > 200 ? ITERS / 10 : ITERS;
+    const char *env = getenv("BENCH_ITERS");
+
+    if (env != NULL && atoi(env) > 0)
+        iters = (unsigned)atoi(env);
 
     tt_slo_parse("ttft:500 itl:50", &slo, err, sizeof(err));
     for (int i = 0; i < 8; i++)

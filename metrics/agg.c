@@ -601,6 +601,7 @@ static void gaps_collect(const struct tt_agg *a, const struct tt_request *r, str
     const double *b = a->bounds[TT_FAM_ICL];
     unsigned nb = a->nb[TT_FAM_ICL];
     uint32_t i;
+    unsigned lo = 0;
 
     g->nd = 0;
     g->ngaps = tt_icl_count(r);
@@ -613,14 +614,13 @@ static void gaps_collect(const struct tt_agg *a, const struct tt_request *r, str
         uint64_t ns = tt_icl_ns(r, i);
         uint64_t us = (ns + 500) / 1000;
         double v = (double)ns / 1e9;
-        unsigned lo = 0, hi = nb, x = tt_hist_index(us);
-        while (lo < hi) {           /* first bound >= v, or nb (+Inf) */
-            unsigned mid = (lo + hi) / 2;
-            if (v <= b[mid])
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
+        unsigned x = tt_hist_index(us);
+        /* the first bound >= v, or nb (+Inf): walked from the last gap's,
+         * which the next gap of a stream is usually in or next to */
+        while (lo > 0 && v <= b[lo - 1])
+            lo--;
+        while (lo < nb && v > b[lo])
+            lo++;
         g->fb[lo]++;
         g->fsum += v;
         if (gap_n[x]++ == 0)

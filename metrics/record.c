@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -73,6 +74,9 @@ static void jw_lit(struct jw *w, const char *s)
     jw_raw(w, s, strlen(s));
 }
 
+/* a string literal, its length known at compile time */
+#define JW_LIT(w, lit) jw_raw((w), "" lit, sizeof(lit) - 1)
+
 static const char pairs[] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
@@ -117,14 +121,24 @@ static void jw_i64(struct jw *w, int64_t v)
  * at <o> (MS_MAX bytes at most); returns the length */
 #define MS_MAX 27
 
-static size_t fmt_ms(char *o, uint64_t ns)
+static inline size_t fmt_ms(char *o, uint64_t ns)
 {
-    char tmp[24];
-    char *s = fmt_u64(tmp + sizeof(tmp), ns / 1000000);
-    size_t n = (size_t)(tmp + sizeof(tmp) - s);
+    uint64_t ms = ns / 1000000;
     unsigned frac = (unsigned)(ns % 1000000);
+    size_t n;
 
-    memcpy(o, s, n);
+    if (ms < 10) {                  /* the usual gap: one or two digits */
+        o[0] = (char)('0' + ms);
+        n = 1;
+    } else if (ms < 100) {
+        memcpy(o, pairs + ms * 2, 2);
+        n = 2;
+    } else {
+        char tmp[24];
+        char *s = fmt_u64(tmp + sizeof(tmp), ms);
+        n = (size_t)(tmp + sizeof(tmp) - s);
+        memcpy(o, s, n);
+    }
     if (frac != 0) {
         char *f = o + n;
         size_t k = 6;
@@ -143,6 +157,74 @@ static void jw_ms(struct jw *w, uint64_t ns)
 {
     char tmp[MS_MAX];
     jw_raw(w, tmp, fmt_ms(tmp, ns));
+}
+
+/*
+ * printf's "%.15g" of <v>, without printf where that is safe: 1e-4 <= |v| <
+ * 1e15 is scaled to a 15-digit integer in long double (10^k exact for k <=
+ * 27, one rounding of 2^-64 relative, under 1e-4 absolute at 1e15), which
+ * rounds as printf's exact decimal expansion does unless the product lies
+ * within 1e-3 of a half: those, and everything else, go to snprintf.
+ * Writes at most 32 bytes and a NUL; returns the length.
+ */
+size_t tt_fmt_g15(char *buf, double v)
+{
+#if LDBL_MANT_DIG >= 64
+    static const long double p10[19] = {
+        1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L,
+        1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L };
+    double a = fabs(v);
+
+    if (a >= 1e-4 && a < 1e15) {
+        uint64_t bits, d;
+        long double sc;
+        int e, x;                   /* a's binary and decimal exponents */
+
+        memcpy(&bits, &a, sizeof(bits));
+        e = (int)(bits >> 52) - 1023;
+        x = e >= 0 ? e * 1233 >> 12 : -((-e * 1233 + 4095) >> 12);  /* ~e log10(2) */
+        x = x < -4 ? -4 : x > 14 ? 14 : x;
+        sc = (long double)a * p10[14 - x];
+        while (sc >= 1e15L && x < 14)
+            sc = (long double)a * p10[14 - ++x];
+        while (sc < 1e14L && x > -4)
+            sc = (long double)a * p10[14 - --x];
+        long double fl = floorl(sc), fr = sc - fl;
+        if (sc >= 1e14L && fabsl(fr - 0.5L) > 1e-3L) {
+            d = (uint64_t)fl + (fr > 0.5L);
+            if (d < 1000000000000000ull) {
+                char dig[15], *o = buf;
+                int last, i;
+                for (i = 14; i >= 0; i--, d /= 10)
+                    dig[i] = (char)('0' + d % 10);
+                for (last = 14; last > x && dig[last] == '0'; last--)
+                    ;               /* trailing fraction zeros go */
+                if (v < 0)
+                    *o++ = '-';
+                if (x >= 0) {
+                    memcpy(o, dig, (size_t)x + 1);
+                    o += x + 1;
+                    if (last > x) {
+                        *o++ = '.';
+                        memcpy(o, dig + x + 1, (size_t)(last - x));
+                        o += last - x;
+                    }
+                } else {
+                    *o++ = '0';
+                    *o++ = '.';
+                    for (i = x; i < -1; i++)
+                        *o++ = '0';
+                    memcpy(o, dig, (size_t)last + 1);
+                    o += last + 1;
+                }
+                *o = '\0';
+                return (size_t)(o - buf);
+            }
+        }
+    }
+#endif
+    int n = snprintf(buf, 33, "%.15g", v);
+    return n > 0 ? (size_t)n : 0;
 }
 
 static void jw_double(struct jw *w, double v)
@@ -168,8 +250,7 @@ static void jw_double(struct jw *w, double v)
             return;
         }
     }
-    int n = snprintf(tmp, sizeof(tmp), "%.15g", v);
-    jw_raw(w, tmp, (size_t)n);
+    jw_raw(w, tmp, tt_fmt_g15(tmp, v));
 }
 
 size_t tt_utf8_len(const unsigned char *s, size_t n)
@@ -265,6 +346,17 @@ static void jw_key(struct jw *w, const char *k, int *first)
     jw_raw(w, "\"", 1);
     jw_lit(w, k);                   /* keys are ours: no escaping needed */
     jw_raw(w, "\":", 2);
+}
+
+/* a key that is a string literal: its quotes and colon joined at compile time */
+#define JW_KEY(w, lit, first) jw_key_raw((w), "\"" lit "\":", sizeof(lit) + 2, (first))
+
+static inline void jw_key_raw(struct jw *w, const char *k, size_t n, int *first)
+{
+    if (!*first)
+        jw_raw(w, ",", 1);
+    *first = 0;
+    jw_raw(w, k, n);
 }
 
 /* ---- redaction ----------------------------------------------------------- */
@@ -406,11 +498,11 @@ uint64_t tt_record_end_mono(const struct tt_request *r)
 static void metric_entry(struct jw *w, int id, double v, int *first)
 {
     jw_key(w, tt_metric_tag[id], first);
-    jw_lit(w, "{\"value\":");
+    JW_LIT(w, "{\"value\":");
     jw_double(w, v);
-    jw_lit(w, ",\"unit\":\"");
+    JW_LIT(w, ",\"unit\":\"");
     jw_lit(w, tt_metric_unit[id]);
-    jw_lit(w, "\"}");
+    JW_LIT(w, "\"}");
 }
 
 char *tt_record_format(const struct tt_request *r,
@@ -421,68 +513,69 @@ char *tt_record_format(const struct tt_request *r,
     struct jw w = { 0 };
     int f, g;
 
-    /* one allocation for the usual record; ~12 bytes per chunk gap */
-    if (jw_grow(&w, 1536 + (size_t)r->n_token_ts * 12) < 0)
+    /* one allocation for the usual record: the gaps are reserved at their
+     * longest (MS_MAX and a comma each) when their turn comes */
+    if (jw_grow(&w, 1536 + (size_t)r->n_token_ts * (MS_MAX + 1)) < 0)
         return NULL;
 
-    jw_lit(&w, "{\"schema\":\"" TT_RECORD_SCHEMA "\",\"metadata\":{");
+    JW_LIT(&w, "{\"schema\":\"" TT_RECORD_SCHEMA "\",\"metadata\":{");
     f = 1;
-    jw_key(&w, "x_request_id", &f);
+    JW_KEY(&w, "x_request_id", &f);
     jw_str(&w, r->request_id);
-    jw_key(&w, "request_start_ns", &f);
+    JW_KEY(&w, "request_start_ns", &f);
     jw_i64(&w, r->start_wall_ns);
-    jw_key(&w, "request_ack_ns", &f);
+    JW_KEY(&w, "request_ack_ns", &f);
     if (r->ts[TT_TS_RESPONSE_HEADERS] >= r->t0 && r->ts[TT_TS_RESPONSE_HEADERS])
         jw_i64(&w, wall_of(r, r->ts[TT_TS_RESPONSE_HEADERS]));
     else
-        jw_lit(&w, "null");
-    jw_key(&w, "request_end_ns", &f);
+        JW_LIT(&w, "null");
+    JW_KEY(&w, "request_end_ns", &f);
     jw_i64(&w, wall_of(r, tt_record_end_mono(r)));
-    jw_key(&w, "was_cancelled", &f);
+    JW_KEY(&w, "was_cancelled", &f);
     jw_lit(&w, r->cancelled ? "true" : "false");
-    jw_key(&w, "upstream", &f);
+    JW_KEY(&w, "upstream", &f);
     jw_str(&w, r->upstream_name ? r->upstream_name : "");
-    jw_key(&w, "role", &f);
+    JW_KEY(&w, "role", &f);
     jw_str(&w, r->shadow ? "shadow" : "primary");
     if (r->has_digest) {
         char hex[17];
         snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)r->digest);
-        jw_key(&w, "answer_digest", &f);
+        JW_KEY(&w, "answer_digest", &f);
         jw_str(&w, hex);
     }
-    jw_key(&w, "upstream_reused", &f);
+    JW_KEY(&w, "upstream_reused", &f);
     jw_lit(&w, r->upstream_reused ? "true" : "false");
-    jw_key(&w, "api", &f);
+    JW_KEY(&w, "api", &f);
     jw_str(&w, tt_api_name(r->api));
-    jw_key(&w, "model", &f);
+    JW_KEY(&w, "model", &f);
     jw_str(&w, r->model[0] ? r->model : s->model);
     if (r->model[0] && s->model[0] && strcmp(r->model, s->model) != 0) {
-        jw_key(&w, "response_model", &f);
+        JW_KEY(&w, "response_model", &f);
         jw_str(&w, s->model);
     }
-    jw_key(&w, "stream", &f);
+    JW_KEY(&w, "stream", &f);
     jw_lit(&w, s->streaming ? "true" : "false");
-    jw_key(&w, "method", &f);
+    JW_KEY(&w, "method", &f);
     jw_str(&w, r->method);
-    jw_key(&w, "path", &f);
+    JW_KEY(&w, "path", &f);
     jw_path(&w, r->path);
-    jw_key(&w, "status", &f);
+    JW_KEY(&w, "status", &f);
     jw_i64(&w, r->status);
     if (r->inspect_skipped != NULL) {
-        jw_key(&w, "request_not_inspected", &f);
+        JW_KEY(&w, "request_not_inspected", &f);
         jw_str(&w, r->inspect_skipped);
     }
     if (s->finish_reason[0]) {
-        jw_key(&w, "finish_reason", &f);
+        JW_KEY(&w, "finish_reason", &f);
         jw_str(&w, s->finish_reason);
     }
-    jw_key(&w, "token_count_source", &f);
+    JW_KEY(&w, "token_count_source", &f);
     if (source != NULL)
         jw_str(&w, source);
     else
-        jw_lit(&w, "null");
+        JW_LIT(&w, "null");
 
-    jw_key(&w, "timeline_ns", &f);
+    JW_KEY(&w, "timeline_ns", &f);
     jw_raw(&w, "{", 1);
     g = 1;
     for (int i = 0; i < TT_TS__COUNT; i++) {
@@ -495,38 +588,38 @@ char *tt_record_format(const struct tt_request *r,
 
     if (s->usage_input >= 0 || s->usage_output >= 0 || s->usage_reasoning >= 0 ||
         s->usage_cached >= 0) {
-        jw_key(&w, "usage", &f);
+        JW_KEY(&w, "usage", &f);
         jw_raw(&w, "{", 1);
         g = 1;
         if (s->usage_input >= 0) {
-            jw_key(&w, "input_tokens", &g);
+            JW_KEY(&w, "input_tokens", &g);
             jw_i64(&w, s->usage_input);
         }
         if (s->usage_output >= 0) {
-            jw_key(&w, "output_tokens", &g);
+            JW_KEY(&w, "output_tokens", &g);
             jw_i64(&w, s->usage_output);
         }
         if (s->usage_reasoning >= 0) {
-            jw_key(&w, "reasoning_tokens", &g);
+            JW_KEY(&w, "reasoning_tokens", &g);
             jw_i64(&w, s->usage_reasoning);
         }
         if (s->usage_cached >= 0) {
-            jw_key(&w, "cached_input_tokens", &g);
+            JW_KEY(&w, "cached_input_tokens", &g);
             jw_i64(&w, s->usage_cached);
         }
         jw_raw(&w, "}", 1);
     }
     if (r->usage_injected) {
-        jw_key(&w, "usage_injected", &f);
-        jw_lit(&w, "true");
+        JW_KEY(&w, "usage_injected", &f);
+        JW_LIT(&w, "true");
     }
     if (s->choices > 1) {
-        jw_key(&w, "choices", &f);
+        JW_KEY(&w, "choices", &f);
         jw_u64(&w, s->choices);
     }
     if (s->server_present != 0) {
         /* the server's own figures, keyed and in units as it names them */
-        jw_key(&w, "server", &f);
+        JW_KEY(&w, "server", &f);
         jw_raw(&w, "{", 1);
         g = 1;
         for (int i = 0; i < TT_SRV__COUNT; i++) {
@@ -537,22 +630,22 @@ char *tt_record_format(const struct tt_request *r,
         }
         jw_raw(&w, "}", 1);
     }
-    jw_key(&w, "events", &f);
+    JW_KEY(&w, "events", &f);
     jw_u64(&w, s->events);
-    jw_key(&w, "token_events", &f);
+    JW_KEY(&w, "token_events", &f);
     jw_u64(&w, s->token_events);
-    jw_key(&w, "reasoning_events", &f);
+    JW_KEY(&w, "reasoning_events", &f);
     jw_u64(&w, s->reasoning_events);
-    jw_key(&w, "answer_events", &f);
+    JW_KEY(&w, "answer_events", &f);
     jw_u64(&w, s->answer_events);
-    jw_key(&w, "parse_errors", &f);
+    JW_KEY(&w, "parse_errors", &f);
     jw_u64(&w, s->parse_errors);
-    jw_key(&w, "bytes_in", &f);
+    JW_KEY(&w, "bytes_in", &f);
     jw_u64(&w, r->bytes_in);
-    jw_key(&w, "bytes_out", &f);
+    JW_KEY(&w, "bytes_out", &f);
     jw_u64(&w, r->bytes_out);
     if (slo != NULL) {
-        jw_key(&w, "slo", &f);
+        JW_KEY(&w, "slo", &f);
         jw_lit(&w, slo->good ? "{\"good\":true,\"violations\":["
                              : "{\"good\":false,\"violations\":[");
         g = 1;
@@ -564,9 +657,9 @@ char *tt_record_format(const struct tt_request *r,
             g = 0;
             jw_str(&w, tt_metric_tag[i]);
         }
-        jw_lit(&w, "]}");
+        JW_LIT(&w, "]}");
     }
-    jw_lit(&w, "},\"metrics\":{");
+    JW_LIT(&w, "},\"metrics\":{");
 
     f = 1;
     for (int i = 0; i < TT_M__COUNT; i++)
@@ -574,8 +667,8 @@ char *tt_record_format(const struct tt_request *r,
             metric_entry(&w, i, m->v[i], &f);
     uint32_t ngaps = tt_icl_count(r);
     if (ngaps > 0) {
-        jw_key(&w, "inter_chunk_latency", &f);
-        jw_lit(&w, "{\"value\":[");
+        JW_KEY(&w, "inter_chunk_latency", &f);
+        JW_LIT(&w, "{\"value\":[");
         /* room for all of them at once: one gap a token, the record's bulk */
         if (jw_grow(&w, (size_t)ngaps * (MS_MAX + 1)) == 0) {
             for (uint32_t i = 0; i < ngaps; i++) {
@@ -584,22 +677,22 @@ char *tt_record_format(const struct tt_request *r,
                 w.len += fmt_ms(w.p + w.len, tt_icl_ns(r, i));
             }
         }
-        jw_lit(&w, "],\"unit\":\"ms\"}");
+        JW_LIT(&w, "],\"unit\":\"ms\"}");
     }
-    jw_lit(&w, "},\"error\":");
+    JW_LIT(&w, "},\"error\":");
 
     int code;
     const char *type, *msg;
     if (tt_request_error(r, &code, &type, &msg)) {
-        jw_lit(&w, "{\"code\":");
+        JW_LIT(&w, "{\"code\":");
         jw_i64(&w, code);
-        jw_lit(&w, ",\"type\":");
+        JW_LIT(&w, ",\"type\":");
         jw_str(&w, type ? type : "error");
-        jw_lit(&w, ",\"message\":");
+        JW_LIT(&w, ",\"message\":");
         jw_str(&w, msg ? msg : "");
         jw_raw(&w, "}", 1);
     } else {
-        jw_lit(&w, "null");
+        JW_LIT(&w, "null");
     }
     jw_raw(&w, "}\n", 3);        /* the NUL is not part of the line */
 

@@ -64,6 +64,10 @@ size_t tt_record_redact_path(const char *path, char *buf, size_t bufsize);
 /* length of the valid UTF-8 sequence at <s> (<n> bytes left), 0 if invalid */
 size_t tt_utf8_len(const unsigned char *s, size_t n);
 
+/* printf's "%.15g" of <v> into <buf> (33 bytes), mostly without printf;
+ * returns the length.  What records and /metrics print numbers with. */
+size_t tt_fmt_g15(char *buf, double v);
+
 /* request_end_ns (monotonic ns): the response's completion, else the
  * instant the request was over (failed or cancelled), else its last mark */
 uint64_t tt_record_end_mono(const struct tt_request *r);

@@ -173,7 +173,7 @@ static void on_event(struct tt_stream *st, const char *name, const char *data,
 {
     struct tt_request *r = st->r;
     const cJSON *root;
-    int is_error_event = name != NULL && strcmp(name, "error") == 0;
+    int is_error_event = name != NULL && name[0] == 'e' && strcmp(name, "error") == 0;
 
     r->s.events++;
     if (r->ts[TT_TS_FIRST_EVENT] == 0)

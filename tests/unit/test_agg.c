@@ -444,6 +444,7 @@ static void test_many_gaps_batched_exactly(void **state)
     uint64_t t = T0 + 50 * MS, x = 12345, sum_us = 0;
     double sum_s = 0;
     unsigned n = 3001, le25 = 0;
+    static double gap_s[3000];
 
     assert_non_null(a);
     assert_non_null(r);
@@ -467,6 +468,7 @@ static void test_many_gaps_batched_exactly(void **state)
             tt_hist_record(&ref, (ns + 500) / 1000);
             sum_us += (ns + 500) / 1000;
             sum_s += (double)ns / 1e9;
+            gap_s[i - 1] = (double)ns / 1e9;
             if ((double)ns / 1e9 <= 0.025)
                 le25++;
         }
@@ -495,6 +497,22 @@ static void test_many_gaps_batched_exactly(void **state)
     assert_true(has_line(p, line));
     snprintf(line, sizeof(line), "tokentap_inter_chunk_latency_seconds_bucket{upstream=\"primary\",api=\"openai.chat\",model=\"long\",le=\"0.025\"} %u", le25);
     assert_true(has_line(p, line));
+    {
+        /* every bucket: the gaps at or under its bound, in any order of
+         * arrival (they jump across buckets up and down) */
+        static const char pre[] = "tokentap_inter_chunk_latency_seconds_bucket{upstream=\"primary\",api=\"openai.chat\",model=\"long\",le=\"";
+        unsigned buckets = 0;
+        for (const char *q = strstr(p, pre); q != NULL; q = strstr(q + 1, pre)) {
+            const char *le = q + sizeof(pre) - 1;
+            unsigned long got = strtoul(strstr(le, "} ") + 2, NULL, 10), want = 0;
+            double bound = strncmp(le, "+Inf", 4) == 0 ? INFINITY : strtod(le, NULL);
+            for (unsigned i = 0; i < n - 1; i++)
+                want += gap_s[i] <= bound;
+            assert_int_equal(got, want);
+            buckets++;
+        }
+        assert_true(buckets >= 8);
+    }
     {
         const char *q = strstr(p, "tokentap_inter_chunk_latency_seconds_sum{upstream=\"primary\",api=\"openai.chat\",model=\"long\"} ");
         assert_non_null(q);

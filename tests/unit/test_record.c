@@ -680,6 +680,60 @@ static void test_recorder_cut_line_on_pipe(void **state)
     tt_recorder_close(rec);
 }
 
+/* tt_fmt_g15 prints what printf's "%.15g" prints, byte for byte: random
+ * bits, every magnitude, ratios, gaps in ms, and near-ties of the 15th
+ * digit (the cases its fast path must hand to printf) */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static void check_g15(double v)
+{
+    char want[64], got[64];
+
+    snprintf(want, sizeof(want), "%.15g", v);
+    size_t n = tt_fmt_g15(got, v);
+    if (strcmp(want, got) != 0 || n != strlen(want))
+        fail_msg("tt_fmt_g15(%a) = \"%s\" (%zu), printf \"%s\"", v, got, n, want);
+}
+
+static void test_fmt_g15_matches_printf(void **state)
+{
+    (void)state;
+    static const double fixed[] = {
+        0, -0.0, 1e-4, 9.99999999999999e-5, 1e15, 999999999999999.4,
+        999999999999999.5, 0.1, 0.2, 0.3, 1.0 / 3, 2.0 / 3, 2.93560835353535,
+        340.644895221019, 123456789012345.5, 0.000123456789012345,
+        12345678901234.25, 1e14, 99999999999999.95, 0.5, 1.5, 2.5 };
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+        check_g15(fixed[i]);
+        check_g15(-fixed[i]);
+    }
+    for (int i = 0; i < 200000; i++) {
+        uint64_t b = rng();
+        double v;
+        memcpy(&v, &b, sizeof(v));
+        if (isfinite(v))
+            check_g15(v);                       /* any magnitude */
+        /* 1e-6 .. 1e17: the fast path's range and both sides of it */
+        v = (double)(rng() >> 11) / 9007199254740992.0 * pow(10, (int)(rng() % 24) - 6);
+        check_g15(v);
+        check_g15((double)(rng() % 100000) / (double)(1 + rng() % 9999));  /* rates */
+        check_g15((double)(rng() % 100000000000ull) / 1e6);     /* ms of a gap */
+        /* a 15-digit integer and a half, scaled: near-ties of the last digit */
+        uint64_t n15 = 100000000000000ull + rng() % 900000000000000ull;
+        int k = (int)(rng() % 19);
+        check_g15(((double)n15 + 0.5) / pow(10, k));
+        check_g15(nextafter(pow(10, (int)(rng() % 20) - 4), rng() & 1 ? INFINITY : 0));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -687,6 +741,7 @@ int main(void)
         cmocka_unit_test(test_record_end_of_failed_request),
         cmocka_unit_test(test_record_server_truth),
         cmocka_unit_test(test_record_gaps_exact),
+        cmocka_unit_test(test_fmt_g15_matches_printf),
         cmocka_unit_test(test_record_error_and_absent),
         cmocka_unit_test(test_record_escaping_and_secrets),
         cmocka_unit_test(test_redact_path_spellings),
