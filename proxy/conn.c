@@ -833,7 +833,9 @@ int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
         (c->rq != RQ_DONE && status != 101))
         c->keepalive = 0;
 
-    evbuffer_add_printf(out, "HTTP/1.1 %d ", status);
+    tt_add_str(out, "HTTP/1.1 ");
+    tt_add_num(out, status);
+    evbuffer_add(out, " ", 1);
     evbuffer_add(out, rsh->buf + rsh->target, rsh->tlen);
     evbuffer_add(out, "\r\n", 2);
     if (c->pri.inj != NULL)
@@ -841,9 +843,9 @@ int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
     else
         tt_head_copy_fields(rsh, out, TT_HEAD_RESPONSE, status == 101, c->pri.dechunk);
     if (status == 101)
-        evbuffer_add_printf(out, "Connection: upgrade\r\n");
+        tt_add_str(out, "Connection: upgrade\r\n");
     else if (!c->keepalive)
-        evbuffer_add_printf(out, "Connection: close\r\n");
+        tt_add_str(out, "Connection: close\r\n");
     evbuffer_add(out, "\r\n", 2);
     c->resp_started = 1;
     if (status == 101) {

@@ -269,6 +269,36 @@ int tt_head_copy_fields(const struct tt_head *h, struct evbuffer *out,
     return tt_head_copy_fields_skip(h, out, dir, keep_upgrade, drop_te, NULL, NULL, 0);
 }
 
+/* the fields are gathered in <buf> and added to <out> a buffer at a time,
+ * not four evbuffer_add calls a field */
+struct stage {
+    struct evbuffer *out;
+    size_t           len;
+    int              err;
+    char             buf[1024];
+};
+
+static void stage_flush(struct stage *st)
+{
+    if (st->len > 0 && evbuffer_add(st->out, st->buf, st->len) < 0)
+        st->err = 1;
+    st->len = 0;
+}
+
+static void stage_add(struct stage *st, const char *p, size_t n)
+{
+    if (st->len + n > sizeof(st->buf)) {
+        stage_flush(st);
+        if (n > sizeof(st->buf)) {
+            if (evbuffer_add(st->out, p, n) < 0)
+                st->err = 1;
+            return;
+        }
+    }
+    memcpy(st->buf + st->len, p, n);
+    st->len += n;
+}
+
 int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
                              enum tt_head_dir dir, int keep_upgrade, int drop_te,
                              const char *const *names, const size_t *lens,
@@ -278,8 +308,14 @@ int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
         "connection", "keep-alive", "proxy-connection", "te", "trailer",
         "upgrade", "host", NULL
     };
-    unsigned i, k;
+    unsigned i, k, nconn = 0;
+    struct stage st;
 
+    st.out = out;
+    st.len = 0;
+    st.err = 0;
+    for (i = 0; i < h->n; i++)
+        nconn += name_is(h, &h->f[i], "connection");
     for (i = 0; i < h->n; i++) {
         const struct tt_hfield *f = &h->f[i];
         int skip = 0;
@@ -302,7 +338,7 @@ int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
                 strncasecmp(h->buf + f->name, names[k], lens[k]) == 0)
                 skip = 1;
         /* fields named by Connection are hop-by-hop too */
-        if (!skip && f->nlen < sizeof(name)) {
+        if (!skip && nconn > 0 && f->nlen < sizeof(name)) {
             memcpy(name, h->buf + f->name, f->nlen);
             name[f->nlen] = '\0';
             if (tt_head_has_token(h, "connection", name) &&
@@ -311,13 +347,15 @@ int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
         }
         if (skip)
             continue;
-        if (evbuffer_add(out, h->buf + f->name, f->nlen) < 0 ||
-            evbuffer_add(out, ": ", 2) < 0 ||
-            evbuffer_add(out, h->buf + f->val, f->vlen) < 0 ||
-            evbuffer_add(out, "\r\n", 2) < 0)
+        stage_add(&st, h->buf + f->name, f->nlen);
+        stage_add(&st, ": ", 2);
+        stage_add(&st, h->buf + f->val, f->vlen);
+        stage_add(&st, "\r\n", 2);
+        if (st.err)
             return -1;
     }
-    return 0;
+    stage_flush(&st);
+    return st.err ? -1 : 0;
 }
 
 const char *tt_status_reason(int status)

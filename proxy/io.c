@@ -3,6 +3,8 @@
  */
 #include "proxy/io.h"
 
+#include <string.h>
+
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -70,6 +72,24 @@ void tt_timer_set(struct event *ev, unsigned ms)
 {
     struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
     evtimer_add(ev, &tv);
+}
+
+int tt_add_str(struct evbuffer *out, const char *s)
+{
+    return evbuffer_add(out, s, strlen(s));
+}
+
+int tt_add_num(struct evbuffer *out, long long v)
+{
+    char buf[24], *p = buf + sizeof(buf);
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+
+    do
+        *--p = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    if (v < 0)
+        *--p = '-';
+    return evbuffer_add(out, p, (size_t)(buf + sizeof(buf) - p));
 }
 
 void tt_nodelay(struct bufferevent *bev)

@@ -29,6 +29,11 @@ size_t tt_parse_buf(llhttp_t *p, struct evbuffer *in, size_t off, size_t max,
 /* the reason llhttp gives for its last error */
 const char *tt_parse_error(const llhttp_t *p, enum llhttp_errno e);
 
+/* <s>, and <v> in decimal, added to <out> without printf (a head is built
+ * once per request); 0, or -1 as evbuffer_add */
+int tt_add_str(struct evbuffer *out, const char *s);
+int tt_add_num(struct evbuffer *out, long long v);
+
 /* (re)arm <ev> to fire in <ms> milliseconds */
 void tt_timer_set(struct event *ev, unsigned ms);
 

@@ -301,13 +301,16 @@ int tt_leg_head(struct tt_leg *l, const struct tt_head *rqh, const char *method,
         skip[n] = "content-length";
         lens[n++] = 14;
     }
-    if (evbuffer_add_printf(out, "%s %s", method, up->base_path) < 0 ||
+    if (tt_add_str(out, method) < 0 || evbuffer_add(out, " ", 1) < 0 ||
+        tt_add_str(out, up->base_path) < 0 ||
         evbuffer_add(out, rqh->buf + rqh->target, rqh->tlen) < 0 ||
-        evbuffer_add_printf(out, " HTTP/1.1\r\nHost: %s\r\n", up->authority) < 0 ||
+        tt_add_str(out, " HTTP/1.1\r\nHost: ") < 0 || tt_add_str(out, up->authority) < 0 ||
+        evbuffer_add(out, "\r\n", 2) < 0 ||
         tt_head_copy_fields_skip(rqh, out, TT_HEAD_REQUEST, upgrade, body_len >= 0,
                                  skip, lens, n) < 0 ||
         (body_len >= 0 &&
-         evbuffer_add_printf(out, "Content-Length: %lld\r\n", body_len) < 0))
+         (tt_add_str(out, "Content-Length: ") < 0 || tt_add_num(out, body_len) < 0 ||
+          evbuffer_add(out, "\r\n", 2) < 0)))
         return -1;
     for (i = 0; sh != NULL && i < sh->n_set; i++) {
         const char *v = sh->set_header[i] + lens[sh->n_remove + i] + 1;
@@ -316,10 +319,13 @@ int tt_leg_head(struct tt_leg *l, const struct tt_head *rqh, const char *method,
         evbuffer_add_printf(out, "%.*s: %s\r\n", (int)lens[sh->n_remove + i],
                             sh->set_header[i], v);
     }
-    if (add_id != NULL)
-        evbuffer_add_printf(out, "X-Request-Id: %s\r\n", add_id);
+    if (add_id != NULL) {
+        tt_add_str(out, "X-Request-Id: ");
+        tt_add_str(out, add_id);
+        evbuffer_add(out, "\r\n", 2);
+    }
     if (upgrade)
-        evbuffer_add_printf(out, "Connection: upgrade\r\n");
+        tt_add_str(out, "Connection: upgrade\r\n");
     return evbuffer_add(out, "\r\n", 2);
 }
 
@@ -623,7 +629,9 @@ static void interim_head(struct tt_leg *l)
     if (!l->shadow && l->c != NULL) {   /* sink: interim heads */
         struct evbuffer *out = tt_conn_stage(l->c);
         int status = llhttp_get_status_code(&l->rsp);
-        evbuffer_add_printf(out, "HTTP/1.1 %d ", status);
+        tt_add_str(out, "HTTP/1.1 ");
+        tt_add_num(out, status);
+        evbuffer_add(out, " ", 1);
         evbuffer_add(out, l->rsh.buf + l->rsh.target, l->rsh.tlen);
         evbuffer_add(out, "\r\n", 2);
         tt_head_copy_fields(&l->rsh, out, TT_HEAD_RESPONSE, 0, 0);

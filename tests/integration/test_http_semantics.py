@@ -99,3 +99,29 @@ def test_head_request_has_no_body(t):
     r2 = c.request(build_request("GET", "/health"))
     c.close()
     t.eq((r2.status, r2.body), (200, b"ok"), "next request on the connection")
+
+
+def test_long_header_fields_forwarded_whole_in_order(t):
+    """header fields longer than the proxy's 1 KiB gathering buffer, and
+    fields that end across its edge, reach the upstream and the client
+    byte for byte and in order, in both directions"""
+    fields = [(b"X-A", b"a" * 1000), (b"X-B", b"b" * 14), (b"X-C", b"c" * 3000),
+              (b"X-D", b"d" * 1017), (b"X-E", b"e"), (b"X-F", b"f" * 1019)]
+    lines = b"".join(n + b": " + v + b"\r\n" for n, v in fields)
+
+    def handler(sock, req, fake):
+        sock.sendall(b"HTTP/1.1 200 OK\r\n" + lines + b"Content-Length: 2\r\n\r\nok")
+
+    fake = t.fake(handler)
+    px = t.proxy(fake.url)
+    c = px.conn()
+    r = c.request(b"POST /v1/x HTTP/1.1\r\nHost: client\r\n" + lines +
+                  b"Content-Length: 2\r\n\r\nhi")
+    c.close()
+    t.eq((r.status, r.body), (200, b"ok"), "response")
+    t.eq(fake.errors, [], "upstream errors")
+    t.eq(len(fake.requests), 1, "requests at the upstream")
+    up = fake.requests[0]
+    t.check(lines in up, f"the request's fields, whole and in order, at the upstream: {up[:200]!r}")
+    got = [(n.encode(), v.encode()) for n, v in r.headers if n.lower().startswith("x-")]
+    t.eq(got, fields, "the response's fields at the client, in order")
