@@ -56,18 +56,15 @@ char *tt_access_format(const struct tt_request *r,
     return line;
 }
 
-void tt_access_peer(int fd, char *buf, size_t len)
+void tt_access_peer(const struct sockaddr *sa, int salen, char *buf, size_t len)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-
     buf[0] = '\0';
-    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+    if (sa == NULL)
         return;
-    if (ss.ss_family == AF_INET6)
-        evutil_inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr,
+    if (sa->sa_family == AF_INET6 && salen >= (int)sizeof(struct sockaddr_in6))
+        evutil_inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
                          buf, len);
-    else if (ss.ss_family == AF_INET)
-        evutil_inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr,
+    else if (sa->sa_family == AF_INET && salen >= (int)sizeof(struct sockaddr_in))
+        evutil_inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
                          buf, len);
 }

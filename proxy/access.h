@@ -31,9 +31,11 @@ char *tt_access_format(const struct tt_request *r,
                        size_t *len);
 
 /*
- * The peer address of socket <fd> as text ("127.0.0.1", "::1") into
- * <buf>; "" when unknown.  For struct tt_request's client field.
+ * The peer address <sa> (<salen> bytes, as accept gave it) as text
+ * ("127.0.0.1", "::1") into <buf>; "" when unknown (NULL, a unix socket).
+ * For struct tt_request's client field.
  */
-void tt_access_peer(int fd, char *buf, size_t len);
+struct sockaddr;
+void tt_access_peer(const struct sockaddr *sa, int salen, char *buf, size_t len);
 
 #endif

@@ -1135,7 +1135,8 @@ static void ctimer_cb(evutil_socket_t fd, short what, void *arg)
 /* ------------------------------------------------------------------ */
 /* public                                                              */
 
-struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
+struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
+                               const struct sockaddr *sa, int salen)
 {
     const struct tt_config *cfg = w->cfg;
     struct tt_conn *c;
@@ -1152,7 +1153,7 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd)
     c->stage = evbuffer_new();
     tt_head_init(&c->rqh, cfg->max_header_bytes, cfg->max_headers);
     tt_request_init(&c->req);
-    tt_access_peer(fd, c->req.client, sizeof(c->req.client));
+    tt_access_peer(sa, salen, c->req.client, sizeof(c->req.client));
     if (c->cbev == NULL || c->ctimer == NULL || c->stage == NULL ||
         tt_leg_init(&c->pri, w, &w->srv->targets[0], c, &c->req) < 0) {
         if (c->cbev)

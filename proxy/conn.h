@@ -21,7 +21,8 @@ struct tt_head;
 struct evbuffer;
 
 /* take an accepted socket; returns NULL (socket closed) on failure */
-struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd);
+struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
+                               const struct sockaddr *sa, int salen);
 
 /* the next connection in the worker's list (draining walks it) */
 struct tt_conn *tt_conn_next(struct tt_conn *c);

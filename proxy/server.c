@@ -125,8 +125,6 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     static struct tt_ratelimit over_rl;
     uint64_t held;
     (void)l;
-    (void)sa;
-    (void)socklen;
 
     if (w->nconns >= w->cfg->max_connections) {
         tt_listen_refuse(fd, w->srv->tls == NULL,
@@ -137,7 +135,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
                         w->id, w->nconns, (unsigned long long)held);
         return;
     }
-    tt_conn_accept(w, fd);
+    tt_conn_accept(w, fd, sa, socklen);
 }
 
 static void on_grace(evutil_socket_t fd, short what, void *arg)
