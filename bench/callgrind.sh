@@ -8,8 +8,10 @@
 # For each workload tokentap runs under callgrind twice, serving K1 and then
 # K2 requests one after the other (curl, one connection each) from
 # tokentap-sim; Ir per event = (Ir(K2) - Ir(K1)) / (events(K2) - events(K1)),
-# which cancels start-up and shutdown.  Events are paced (gap_ms) so that each
-# upstream read carries one event, the costly case a live stream has.
+# which cancels start-up and shutdown.  Events are paced (gap_ms 10) so that
+# each upstream read carries one event, the costly case a live stream has
+# (at 3 ms, under callgrind's slowdown, 3-16 % of events shared a read, a
+# different share each run: ±4 % on one binary's count).
 # Workloads: the sim's own OpenAI chat stream (100 tokens, usage on), the
 # same forwarded by nginx (sim-nginx: no decoding, for comparison), the
 # same asked for by a 32 KiB chat body (sim-prompt32k, and through nginx),
@@ -18,7 +20,7 @@
 # skipped with a message when missing).  Prints one line per workload:
 #   CG workload=NAME ir_per_event=N events=N
 # and, with CG_TOP=1, the top functions of the K2 run.
-# CG_GAP (ms, default 3) and CG_TOKENS (default 100) set the sim stream's
+# CG_GAP (ms, default 10) and CG_TOKENS (default 100) set the sim stream's
 # pacing and length: CG_GAP=0 CG_TOKENS=2000 is the throughput load;
 # CG_SIM_ONLY=1 stops after the sim stream (tokentap and nginx).
 # Copies count as vector loops, not as one instruction a byte, and the
@@ -33,7 +35,7 @@ case $TT in /*) ;; *) TT=$(pwd)/$TT ;; esac
 R=$(pwd)
 K1=${CG_K1:-2}
 K2=${CG_K2:-8}
-GAP=${CG_GAP:-3}
+GAP=${CG_GAP:-10}
 TOKENS=${CG_TOKENS:-100}
 FX=$R/../shared/fixtures/streams
 command -v valgrind >/dev/null 2>&1 || { echo "callgrind: valgrind missing (apt-get install valgrind)" >&2; exit 1; }
