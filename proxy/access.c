@@ -64,7 +64,22 @@ void tt_access_peer(const struct sockaddr *sa, int salen, char *buf, size_t len)
     if (sa->sa_family == AF_INET6 && salen >= (int)sizeof(struct sockaddr_in6))
         evutil_inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
                          buf, len);
-    else if (sa->sa_family == AF_INET && salen >= (int)sizeof(struct sockaddr_in))
-        evutil_inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
-                         buf, len);
+    else if (sa->sa_family == AF_INET && salen >= (int)sizeof(struct sockaddr_in) &&
+             len >= 16) {
+        /* dotted quad by hand: evutil_inet_ntop goes through snprintf */
+        const unsigned char *a = (const unsigned char *)
+            &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+        char *o = buf;
+        for (int i = 0; i < 4; i++) {
+            unsigned v = a[i];
+            if (i)
+                *o++ = '.';
+            if (v >= 100)
+                *o++ = (char)('0' + v / 100);
+            if (v >= 10)
+                *o++ = (char)('0' + v / 10 % 10);
+            *o++ = (char)('0' + v % 10);
+        }
+        *o = '\0';
+    }
 }

@@ -1,7 +1,8 @@
 /*
  * Unit tests for proxy/log.c's line builder (shared by the log and the
  * access log): logfmt quoting, JSON escaping, invalid UTF-8, numbers, and
- * lines cut at the buffer's end that stay well formed.
+ * lines cut at the buffer's end that stay well formed; the access log's
+ * client address as inet_ntop writes it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,10 @@
 
 #include <cjson/cJSON.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "proxy/access.h"
 #include "proxy/log.h"
 
 /* 2026-05-01T12:00:00.123Z */
@@ -92,10 +97,40 @@ static void test_long_value_is_cut_well_formed(void **state)
     assert_true(l.buf[l.len - 3] == '"' && l.buf[l.len - 4] == '\\');
 }
 
+/* tt_access_peer's dotted quad is inet_ntop's, for every value of every
+ * octet's width; IPv6 as inet_ntop; a unix socket or no address gives "" */
+static void test_access_peer_text(void **state)
+{
+    (void)state;
+    char got[64], want[64];
+    struct sockaddr_in a4 = { .sin_family = AF_INET };
+    struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
+    struct sockaddr un = { .sa_family = AF_UNIX };
+
+    for (unsigned v = 0; v < 256; v++) {
+        unsigned char *b = (unsigned char *)&a4.sin_addr;
+        b[0] = (unsigned char)v;
+        b[1] = (unsigned char)(255 - v);
+        b[2] = (unsigned char)(v * 7);
+        b[3] = (unsigned char)(v / 3);
+        tt_access_peer((struct sockaddr *)&a4, sizeof(a4), got, sizeof(got));
+        inet_ntop(AF_INET, &a4.sin_addr, want, sizeof(want));
+        assert_string_equal(got, want);
+    }
+    inet_pton(AF_INET6, "2001:db8::1:0:0:1", &a6.sin6_addr);
+    tt_access_peer((struct sockaddr *)&a6, sizeof(a6), got, sizeof(got));
+    assert_string_equal(got, "2001:db8::1:0:0:1");
+    tt_access_peer(&un, sizeof(un), got, sizeof(got));
+    assert_string_equal(got, "");
+    tt_access_peer(NULL, 0, got, sizeof(got));
+    assert_string_equal(got, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_logfmt_quoting),
+        cmocka_unit_test(test_access_peer_text),
         cmocka_unit_test(test_json_escapes_and_utf8),
         cmocka_unit_test(test_long_value_is_cut_well_formed),
     };
