@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "metrics/hist.h"
+#include "tests/unit/rng.h"
 
 #define NS 1000000000ull
 
@@ -20,10 +21,7 @@ static uint64_t rng = 88172645463325252ull;
 
 static uint64_t xorshift(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return test_xorshift(&rng);
 }
 
 static double unif(void)

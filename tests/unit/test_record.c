@@ -23,6 +23,7 @@
 
 #include "metrics/clock.h"
 #include "metrics/record.h"
+#include "tests/unit/rng.h"
 
 #define MS 1000000ull
 #define T0 7000000000ull
@@ -687,10 +688,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rng(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return test_xorshift(&rng_state);
 }
 
 static void check_g15(double v)
