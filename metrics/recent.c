@@ -61,6 +61,18 @@ static void fill(struct tt_recent_entry *e, const struct tt_request *r,
     }
 }
 
+/* <src> as fill() made it, into <dst>: what points into the entry's own
+ * request points into the copy's */
+static void copy_entry(struct tt_recent_entry *dst, const struct tt_recent_entry *src)
+{
+    const char *et = src->r.err_type;
+
+    *dst = *src;
+    if (et != NULL && (uintptr_t)et >= (uintptr_t)&src->r &&
+        (uintptr_t)et < (uintptr_t)(&src->r + 1))
+        dst->r.err_type = (const char *)&dst->r + ((uintptr_t)et - (uintptr_t)&src->r);
+}
+
 /* finished longer than TT_RECENT_SLOW_NS before <now_ns> */
 static int expired(const struct tt_recent_entry *e, uint64_t now_ns)
 {
@@ -74,6 +86,7 @@ void tt_recent_add(struct tt_recent *rr, const struct tt_request *r,
     double lat = (m->present & (1u << TT_M_REQUEST_LATENCY))
                ? m->v[TT_M_REQUEST_LATENCY] : (double)(tt_record_end_mono(r) - r->t0) / 1e6;
     uint64_t seq = ++rr->seq;
+    const struct tt_recent_entry *fresh = &rr->e[rr->head];
 
     fill(&rr->e[rr->head], r, m, slo, now_ns, seq, lat);
     rr->head = (rr->head + 1) % TT_RECENT_ENTRIES;
@@ -95,7 +108,7 @@ void tt_recent_add(struct tt_recent *rr, const struct tt_request *r,
     }
     const struct tt_recent_entry *p = &rr->slow[pick];
     if (p->seq == 0 || expired(p, now_ns) || lat > p->latency_ms)
-        fill(&rr->slow[pick], r, m, slo, now_ns, seq, lat);
+        copy_entry(&rr->slow[pick], fresh);
 }
 
 /* "[u32,u32,...]" into <buf> (room for 11 bytes per value + 3) */

@@ -247,10 +247,40 @@ static void test_empty(void **state)
     tt_agg_free(a);
 }
 
+/* a slow request whose error type the upstream named (text inside the
+ * request) keeps it in the slowest list after its place in the ring of
+ * recent requests is taken by newer ones */
+static void test_slowest_keeps_its_own_error_type(void **state)
+{
+    (void)state;
+    struct tt_agg *a = tt_agg_new(NULL);
+    struct tt_request r;
+    char id[32];
+
+    for (unsigned i = 0; i < 70; i++) {
+        snprintf(id, sizeof(id), "req-%u", i);
+        stream_req(&r, id, i == 5 ? 5000 : 10 + i, 3);
+        snprintf(r.s.error_type, sizeof(r.s.error_type), "%s",
+                 i == 5 ? "overloaded_error" : "other_error");
+        tt_request_set_error(&r, 529, r.s.error_type, "busy");
+        observe(a, &r, T0 + (10000 + i) * MS);
+    }
+    cJSON *j = stats(&a, 1, T0 + 20000 * MS);
+    cJSON *sl = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "recent"), "slowest");
+    cJSON *e = cJSON_GetArrayItem(sl, 0);
+    assert_string_equal(rid(e), "req-5");
+    cJSON *err = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "record"), "error");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(err, "type")),
+                        "overloaded_error");
+    cJSON_Delete(j);
+    tt_agg_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_newest_and_slowest),
+        cmocka_unit_test(test_slowest_keeps_its_own_error_type),
         cmocka_unit_test(test_token_cap),
         cmocka_unit_test(test_rings_merge),
         cmocka_unit_test(test_buckets_errors_slo),
