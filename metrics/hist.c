@@ -28,17 +28,6 @@ void tt_hist_init(struct tt_hist *h)
     h->min = UINT64_MAX;
 }
 
-unsigned tt_hist_index(uint64_t v)
-{
-    if (v < SUB)
-        return (unsigned)v;
-    unsigned e = 63u - (unsigned)__builtin_clzll(v);
-    if (e > TT_HIST_MAX_EXP)
-        return TT_HIST_BUCKETS - 1;
-    return ((e - TT_HIST_SUB_BITS + 1) << TT_HIST_SUB_BITS)
-           + (unsigned)((v >> (e - TT_HIST_SUB_BITS)) - SUB);
-}
-
 void tt_hist_bucket(unsigned i, uint64_t *lo, uint64_t *width)
 {
     if (i < SUB) {

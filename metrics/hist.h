@@ -45,8 +45,19 @@ void     tt_hist_merge(struct tt_hist *dst, const struct tt_hist *src);
 uint64_t tt_hist_percentile(const struct tt_hist *h, double p);
 double   tt_hist_avg(const struct tt_hist *h);
 
-/* bucket index of <v> and the range [lo, lo + width) of bucket <i> */
-unsigned tt_hist_index(uint64_t v);
+/* bucket index of <v> (inline: every gap of every request takes one) and
+ * the range [lo, lo + width) of bucket <i> */
+static inline unsigned tt_hist_index(uint64_t v)
+{
+    const uint64_t sub = 1u << TT_HIST_SUB_BITS;
+    if (v < sub)
+        return (unsigned)v;
+    unsigned e = 63u - (unsigned)__builtin_clzll(v);
+    if (e > TT_HIST_MAX_EXP)
+        return TT_HIST_BUCKETS - 1;
+    return ((e - TT_HIST_SUB_BITS + 1) << TT_HIST_SUB_BITS)
+           + (unsigned)((v >> (e - TT_HIST_SUB_BITS)) - sub);
+}
 void     tt_hist_bucket(unsigned i, uint64_t *lo, uint64_t *width);
 
 /*
