@@ -157,10 +157,10 @@ const char *tt_head_get(const struct tt_head *h, const char *name,
     return NULL;
 }
 
-/* does the comma-separated list <v,len> contain <token>? */
-static int list_has(const char *v, size_t len, const char *token)
+/* does the comma-separated list <v,len> contain <token,tl>? */
+static int list_has_n(const char *v, size_t len, const char *token, size_t tl)
 {
-    size_t tl = strlen(token), i = 0;
+    size_t i = 0;
 
     while (i < len) {
         size_t s, e;
@@ -176,6 +176,11 @@ static int list_has(const char *v, size_t len, const char *token)
             return 1;
     }
     return 0;
+}
+
+static int list_has(const char *v, size_t len, const char *token)
+{
+    return list_has_n(v, len, token, strlen(token));
 }
 
 int tt_head_has_token(const struct tt_head *h, const char *name,
@@ -304,25 +309,26 @@ int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
                              const char *const *names, const size_t *lens,
                              unsigned nnames)
 {
-    static const char *const hop[] = {
-        "connection", "keep-alive", "proxy-connection", "te", "trailer",
-        "upgrade", "host", NULL
+    static const struct { const char *s; size_t n; } hop[] = {
+        { "connection", 10 }, { "keep-alive", 10 }, { "proxy-connection", 16 },
+        { "te", 2 }, { "trailer", 7 }, { "upgrade", 7 }, { "host", 4 }
     };
-    unsigned i, k, nconn = 0;
+    unsigned i, k, nconn = 0, conn[16];     /* the Connection fields */
     struct stage st;
 
     st.out = out;
     st.len = 0;
     st.err = 0;
     for (i = 0; i < h->n; i++)
-        nconn += name_is(h, &h->f[i], "connection");
+        if (name_is(h, &h->f[i], "connection") && nconn++ < 16)
+            conn[nconn - 1] = i;
     for (i = 0; i < h->n; i++) {
         const struct tt_hfield *f = &h->f[i];
+        const char *fname = h->buf + f->name;
         int skip = 0;
-        char name[128];
 
-        for (k = 0; hop[k] != NULL; k++) {
-            if (name_is(h, f, hop[k])) {
+        for (k = 0; k < sizeof(hop) / sizeof(hop[0]); k++) {
+            if (f->nlen == hop[k].n && strncasecmp(fname, hop[k].s, hop[k].n) == 0) {
                 skip = 1;
                 if (k == 5 && keep_upgrade)
                     skip = 0;
@@ -337,12 +343,16 @@ int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
             if (f->nlen == lens[k] &&
                 strncasecmp(h->buf + f->name, names[k], lens[k]) == 0)
                 skip = 1;
-        /* fields named by Connection are hop-by-hop too */
-        if (!skip && nconn > 0 && f->nlen < sizeof(name)) {
-            memcpy(name, h->buf + f->name, f->nlen);
-            name[f->nlen] = '\0';
-            if (tt_head_has_token(h, "connection", name) &&
-                !(keep_upgrade && name_is(h, f, "upgrade")))
+        /* fields named by Connection are hop-by-hop too (names under 128
+         * bytes: a longer one names no field we know) */
+        if (!skip && nconn > 0 && f->nlen < 128) {
+            int few = nconn <= 16, named = 0;   /* else: look at every field */
+            for (k = 0; !named && k < (few ? nconn : h->n); k++) {
+                unsigned j = few ? conn[k] : k;
+                if (few || name_is(h, &h->f[j], "connection"))
+                    named = list_has_n(h->buf + h->f[j].val, h->f[j].vlen, fname, f->nlen);
+            }
+            if (named && !(keep_upgrade && name_is(h, f, "upgrade")))
                 skip = 1;
         }
         if (skip)

@@ -125,3 +125,21 @@ def test_long_header_fields_forwarded_whole_in_order(t):
     t.check(lines in up, f"the request's fields, whole and in order, at the upstream: {up[:200]!r}")
     got = [(n.encode(), v.encode()) for n, v in r.headers if n.lower().startswith("x-")]
     t.eq(got, fields, "the response's fields at the client, in order")
+
+
+def test_field_named_by_any_of_many_connection_fields_dropped(t):
+    """a header named by the last of 17 Connection fields is hop-by-hop too
+    (more Connection fields than the proxy notes up front)"""
+    sim = t.sim()
+    px = t.proxy(sim.url)
+    conns = b"".join(b"Connection: X-Hop%d\r\n" % i for i in range(16)) + b"Connection: X-Last\r\n"
+    raw = (b"POST /echo/headers HTTP/1.1\r\nHost: client.example\r\n" + conns +
+           b"X-Hop3: a\r\nX-Last: b\r\nX-End: kept\r\nContent-Length: 2\r\n\r\nhi")
+    c = px.conn()
+    r = c.request(raw)
+    c.close()
+    t.eq(r.status, 200, "status")
+    names = [h[0].lower() for h in r.json()["headers"]]
+    for hop in ("connection", "x-hop3", "x-last"):
+        t.check(hop not in names, f"hop-by-hop header {hop} forwarded: {names}")
+    t.check("x-end" in names, f"end-to-end header X-End not forwarded: {names}")
