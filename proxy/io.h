@@ -1,8 +1,8 @@
 /*
  * Small helpers over libevent used by both sides of a proxied request
  * (proxy/conn.c, the client side; proxy/leg.c, the upstream side): llhttp
- * run in place over an evbuffer's iovecs, timers in milliseconds, and
- * TCP_NODELAY.
+ * run in place over an evbuffer's iovecs, text and numbers added to an
+ * evbuffer without printf, timers in milliseconds, and TCP_NODELAY.
  */
 #ifndef TT_IO_H
 #define TT_IO_H
