@@ -83,20 +83,33 @@ static void observe(struct tt_agg *a, struct tt_request *r, uint64_t now)
     tt_request_reset(r);
 }
 
-/* 70 requests: the newest 64 newest first; the 8 slowest; latency order */
-static void test_ring_newest_and_slowest(void **state)
+/* 70 requests 1 ms apart, "req-0".. "req-69": request 5 is by far the
+ * slowest, the rest grow slowly; with <errors>, each failed with an error
+ * type named by the upstream ("overloaded_error" for request 5) */
+static void seventy(struct tt_agg *a, int errors)
 {
-    (void)state;
-    struct tt_agg *a = tt_agg_new(NULL);
     struct tt_request r;
     char id[32];
 
     for (unsigned i = 0; i < 70; i++) {
         snprintf(id, sizeof(id), "req-%u", i);
-        /* request 5 is by far the slowest, the rest grow slowly */
         stream_req(&r, id, i == 5 ? 5000 : 10 + i, 3);
+        if (errors) {
+            snprintf(r.s.error_type, sizeof(r.s.error_type), "%s",
+                     i == 5 ? "overloaded_error" : "other_error");
+            tt_request_set_error(&r, 529, r.s.error_type, "busy");
+        }
         observe(a, &r, T0 + (10000 + i) * MS);
     }
+}
+
+/* 70 requests: the newest 64 newest first; the 8 slowest; latency order */
+static void test_ring_newest_and_slowest(void **state)
+{
+    (void)state;
+    struct tt_agg *a = tt_agg_new(NULL);
+
+    seventy(a, 0);
     cJSON *j = stats(&a, 1, T0 + 20000 * MS);
     cJSON *rc = cJSON_GetObjectItem(j, "recent");
     cJSON *rq = cJSON_GetObjectItem(rc, "requests");
@@ -254,17 +267,8 @@ static void test_slowest_keeps_its_own_error_type(void **state)
 {
     (void)state;
     struct tt_agg *a = tt_agg_new(NULL);
-    struct tt_request r;
-    char id[32];
 
-    for (unsigned i = 0; i < 70; i++) {
-        snprintf(id, sizeof(id), "req-%u", i);
-        stream_req(&r, id, i == 5 ? 5000 : 10 + i, 3);
-        snprintf(r.s.error_type, sizeof(r.s.error_type), "%s",
-                 i == 5 ? "overloaded_error" : "other_error");
-        tt_request_set_error(&r, 529, r.s.error_type, "busy");
-        observe(a, &r, T0 + (10000 + i) * MS);
-    }
+    seventy(a, 1);
     cJSON *j = stats(&a, 1, T0 + 20000 * MS);
     cJSON *sl = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "recent"), "slowest");
     cJSON *e = cJSON_GetArrayItem(sl, 0);
