@@ -117,17 +117,11 @@ static void u32_list(char *buf, const uint32_t *v, uint32_t n)
     char *o = buf;
     *o++ = '[';
     for (uint32_t i = 0; i < n; i++) {
-        char tmp[10];
-        int k = 0;
-        uint32_t x = v[i];
+        char tmp[24], *s = tt_fmt_u64(tmp + sizeof(tmp), v[i]);
         if (i)
             *o++ = ',';
-        do {
-            tmp[k++] = (char)('0' + x % 10);
-            x /= 10;
-        } while (x);
-        while (k)
-            *o++ = tmp[--k];
+        memcpy(o, s, (size_t)(tmp + sizeof(tmp) - s));
+        o += tmp + sizeof(tmp) - s;
     }
     *o++ = ']';
     *o = '\0';

@@ -82,8 +82,8 @@ static const char pairs[] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-/* <v> in decimal ending at <end>; returns where it starts (20 bytes at most) */
-static char *fmt_u64(char *end, uint64_t v)
+/* see record.h: two digits a step from <pairs> */
+char *tt_fmt_u64(char *end, uint64_t v)
 {
     while (v >= 100) {
         unsigned d = (unsigned)(v % 100) * 2;
@@ -103,7 +103,7 @@ static char *fmt_u64(char *end, uint64_t v)
 static void jw_u64(struct jw *w, uint64_t v)
 {
     char tmp[24];
-    char *s = fmt_u64(tmp + sizeof(tmp), v);
+    char *s = tt_fmt_u64(tmp + sizeof(tmp), v);
     jw_raw(w, s, (size_t)(tmp + sizeof(tmp) - s));
 }
 
@@ -135,7 +135,7 @@ static inline size_t fmt_ms(char *o, uint64_t ns)
         n = 2;
     } else {
         char tmp[24];
-        char *s = fmt_u64(tmp + sizeof(tmp), ms);
+        char *s = tt_fmt_u64(tmp + sizeof(tmp), ms);
         n = (size_t)(tmp + sizeof(tmp) - s);
         memcpy(o, s, n);
     }

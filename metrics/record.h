@@ -64,6 +64,10 @@ size_t tt_record_redact_path(const char *path, char *buf, size_t bufsize);
 /* length of the valid UTF-8 sequence at <s> (<n> bytes left), 0 if invalid */
 size_t tt_utf8_len(const unsigned char *s, size_t n);
 
+/* <v> in decimal ending at <end> (20 bytes at most); returns where it
+ * starts.  The one integer formatter of records, /stats and heads. */
+char *tt_fmt_u64(char *end, uint64_t v);
+
 /* printf's "%.15g" of <v> into <buf> (33 bytes), mostly without printf;
  * returns the length.  What records and /metrics print numbers with. */
 size_t tt_fmt_g15(char *buf, double v);

@@ -13,6 +13,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "metrics/record.h"
 #include "proxy/httphead.h"
 
 size_t tt_parse_buf(llhttp_t *p, struct evbuffer *in, size_t off, size_t max,
@@ -81,12 +82,10 @@ int tt_add_str(struct evbuffer *out, const char *s)
 
 int tt_add_num(struct evbuffer *out, long long v)
 {
-    char buf[24], *p = buf + sizeof(buf);
-    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    char buf[24], *p;
 
-    do
-        *--p = (char)('0' + u % 10);
-    while ((u /= 10) != 0);
+    p = tt_fmt_u64(buf + sizeof(buf), v < 0 ? 0ull - (unsigned long long)v
+                                            : (unsigned long long)v);
     if (v < 0)
         *--p = '-';
     return evbuffer_add(out, p, (size_t)(buf + sizeof(buf) - p));
