@@ -3,7 +3,8 @@
  *
  * The response side of every leg runs here, whoever reads it: llhttp over
  * the upstream connection's input in place, the head checked against the
- * framing rules, the de-chunked body copied aside for the stream decoder.
+ * framing rules, the de-chunked body kept aside for the stream decoder (in
+ * place in the read buffer on a direct read, else copied).
  * Where the bytes go is the only difference between a primary and a
  * shadow, and it is decided in four places, each marked "sink":
  *
@@ -89,6 +90,8 @@ static int rs_on_headers_complete(llhttp_t *p)
     return HPE_PAUSED;
 }
 
+static void decode_side(struct tt_leg *l);
+
 static int rs_on_body(llhttp_t *p, const char *at, size_t len)
 {
     struct tt_leg *l = p->data;
@@ -100,7 +103,14 @@ static int rs_on_body(llhttp_t *p, const char *at, size_t len)
     if (l->dechunk)                 /* sink: an HTTP/1.0 client gets it plain */
         evbuffer_add(tt_conn_stage(l->c), at, len);
     if (l->stream != NULL) {
-        /* decoded after the bytes are on their way to the client */
+        /* decoded after the bytes are on their way to the client: from the
+         * read buffer itself when it stays (a direct read), else a copy */
+        if (l->in_place && l->side_len == 0 && l->nspan < TT_LEG_SPANS) {
+            l->span[l->nspan].p = at;
+            l->span[l->nspan].n = len;
+            l->nspan++;
+            return 0;
+        }
         if (l->side_len + len > l->side_cap) {
             size_t cap = l->side_cap ? l->side_cap : 1024;
             char *q;
@@ -108,6 +118,7 @@ static int rs_on_body(llhttp_t *p, const char *at, size_t len)
                 cap *= 2;
             q = realloc(l->side, cap);
             if (q == NULL) {
+                decode_side(l);         /* out of memory: in order, before it */
                 tt_stream_feed(l->stream, at, len, l->now);
                 return 0;
             }
@@ -490,11 +501,19 @@ void tt_leg_request_done(struct tt_leg *l, const struct tt_request *r)
 /* ------------------------------------------------------------------ */
 /* the response                                                        */
 
-/* decode the body bytes of this read, now that they are forwarded */
+/* decode the body bytes of this read, now that they are forwarded: the
+ * in-place parts first, then the copied ones (which follow them) */
 static void decode_side(struct tt_leg *l)
 {
-    if (l->side_len > 0 && l->stream != NULL)
-        tt_stream_feed(l->stream, l->side, l->side_len, l->now);
+    unsigned i;
+
+    if (l->stream != NULL) {
+        for (i = 0; i < l->nspan; i++)
+            tt_stream_feed(l->stream, l->span[i].p, l->span[i].n, l->now);
+        if (l->side_len > 0)
+            tt_stream_feed(l->stream, l->side, l->side_len, l->now);
+    }
+    l->nspan = 0;
     l->side_len = 0;
 }
 
@@ -767,7 +786,9 @@ static int leg_bytes(void *arg, const char *buf, size_t n)
         tt_conn_full(l->c))
         return 0;
     l->now = u->last_read;
+    l->in_place = 1;                /* <buf> stays until body_read_done() */
     e = llhttp_execute(&l->rsp, buf, n);
+    l->in_place = 0;
     if (e != HPE_OK) {
         const char *pos = llhttp_get_error_pos(&l->rsp);
         used = pos != NULL && pos >= buf && pos <= buf + n ? (size_t)(pos - buf) : 0;

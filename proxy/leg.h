@@ -41,6 +41,9 @@ struct event;
 enum tt_leg_state { LEG_IDLE, LEG_CONNECTING, LEG_WAIT_HEAD, LEG_BODY,
                     LEG_DONE, LEG_TUNNEL };
 
+/* body parts of one direct read decoded from the read buffer itself */
+#define TT_LEG_SPANS 16
+
 struct tt_leg {
     struct tt_worker       *w;      /* borrowed */
     const struct tt_target *t;      /* borrowed: where it goes */
@@ -60,6 +63,8 @@ struct tt_leg {
     struct tt_usagewire_out *inj;   /* primary, owned: --inject-usage's filtered
                                      * client stream (proxy/usagewire.h), or NULL */
     size_t                  side_len, side_cap;
+    struct { const char *p; size_t n; } span[TT_LEG_SPANS];
+    unsigned                nspan;  /* in-place body parts of this read, before side */
     llhttp_t                rsp;
     struct tt_head          rsh;
     enum tt_leg_state       st;
@@ -69,6 +74,7 @@ struct tt_leg {
     unsigned                seq;    /* the connection's request number */
 
     unsigned shadow:1;
+    unsigned in_place:1;            /* parsing the worker's read buffer (leg_bytes) */
     unsigned is_head:1;             /* HEAD request: the response has no body */
     unsigned dechunk:1;             /* primary: de-chunk for an HTTP/1.0 client */
     unsigned sent_all:1;            /* every request byte is queued for it */

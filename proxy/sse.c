@@ -12,7 +12,10 @@
  * A UTF-8 BOM at the very start of the stream is dropped.
  *
  * Complete lines inside one feed are processed in place; only a line cut by
- * the end of a feed is copied into <line>.
+ * the end of a feed is copied into <line>.  An event of one data line that
+ * ends inside the feed it starts in (a live stream's usual event) is
+ * delivered from the feed's own bytes (<ref>); its data is copied into
+ * <data> only when a second data line joins it or the feed ends first.
  */
 #include "proxy/sse.h"
 
@@ -58,6 +61,7 @@ static int reserve(char **buf, size_t *cap, size_t need)
 
 static void reset_event(struct tt_sse *d)
 {
+    d->ref = NULL;
     d->data_len = 0;
     d->has_data = 0;
     d->name_len = 0;
@@ -86,19 +90,38 @@ static void dispatch(struct tt_sse *d, tt_sse_cb cb, void *ctx)
         reset_event(d);
         return;
     }
-    /* the data buffer ends with the LF appended after the last data line */
-    d->data_len--;
-    d->data[d->data_len] = '\0';
     ev.name = d->name;
     ev.name_len = d->name_len;
-    ev.data = d->data;
-    ev.data_len = d->data_len;
+    if (d->ref != NULL) {
+        ev.data = d->ref;
+        ev.data_len = d->ref_len;
+    } else {
+        /* the buffer ends with the LF appended after the last data line */
+        ev.data = d->data;
+        ev.data_len = d->data_len - 1;
+    }
     d->dispatched++;
     cb(ctx, &ev);
     reset_event(d);
 }
 
-static void process_line(struct tt_sse *d, const char *s, size_t n,
+/* the event's in-place data line into <data> (with its LF), before the
+ * feed's bytes go away or a second data line joins it; -1 out of memory */
+static int own_data(struct tt_sse *d)
+{
+    if (d->ref == NULL)
+        return 0;
+    if (reserve(&d->data, &d->data_cap, d->ref_len + 1) < 0)
+        return -1;
+    memcpy(d->data, d->ref, d->ref_len);
+    d->data[d->ref_len] = '\n';
+    d->data_len = d->ref_len + 1;
+    d->ref = NULL;
+    return 0;
+}
+
+/* a complete line; <in_place>: <s> is the feed's, valid until it returns */
+static void process_line(struct tt_sse *d, const char *s, size_t n, int in_place,
                          tt_sse_cb cb, void *ctx)
 {
     const char *colon, *val;
@@ -125,9 +148,19 @@ static void process_line(struct tt_sse *d, const char *s, size_t n,
         vlen = 0;
     }
     if (flen == 4 && memcmp(s, "data", 4) == 0) {
-        /* value + LF + the NUL written at dispatch */
-        if (vlen > d->max_event || d->data_len + vlen + 1 > d->max_event ||
-            reserve(&d->data, &d->data_cap, d->data_len + vlen + 2) < 0) {
+        /* the bound counts the LF that joins (or ends) each data line */
+        if (vlen > d->max_event || vlen + 1 > d->max_event) {
+            oversize(d);
+            return;
+        }
+        if (in_place && !d->has_data) {
+            d->ref = val;
+            d->ref_len = vlen;
+            d->has_data = 1;
+            return;
+        }
+        if (own_data(d) < 0 || d->data_len + vlen + 1 > d->max_event ||
+            reserve(&d->data, &d->data_cap, d->data_len + vlen + 1) < 0) {
             oversize(d);
             return;
         }
@@ -233,6 +266,13 @@ static const char *line_end(const char *p, const char *end)
     return cr != NULL ? cr : lim;
 }
 
+/* the feed ends before its event does: its in-place data is kept */
+static void keep_data(struct tt_sse *d)
+{
+    if (d->ref != NULL && own_data(d) < 0)
+        oversize(d);            /* out of memory: the event cannot be kept */
+}
+
 static void feed_bytes(struct tt_sse *d, const char *p, size_t len,
                        tt_sse_cb cb, void *ctx)
 {
@@ -248,8 +288,10 @@ static void feed_bytes(struct tt_sse *d, const char *p, size_t len,
                 continue;
             }
         }
-        q = line_end(p, end);
+        /* an empty line (an event's end) needs no scan */
+        q = *p == '\n' || *p == '\r' ? p : line_end(p, end);
         if (q == end) {
+            keep_data(d);
             keep_partial(d, p, (size_t)(q - p));
             return;
         }
@@ -258,18 +300,19 @@ static void feed_bytes(struct tt_sse *d, const char *p, size_t len,
         if (d->skip_line) {
             d->skip_line = 0;           /* the dropped line ends here */
         } else if (d->line_len == 0) {
-            process_line(d, p, (size_t)(q - p), cb, ctx);
+            process_line(d, p, (size_t)(q - p), 1, cb, ctx);
         } else {
             keep_partial(d, p, (size_t)(q - p));
             if (d->skip_line)
                 d->skip_line = 0;
             else
-                process_line(d, d->line, d->line_len, cb, ctx);
+                process_line(d, d->line, d->line_len, 0, cb, ctx);
             d->line_len = 0;
         }
         d->field = 0;
         p = q + 1;
     }
+    keep_data(d);
 }
 
 void tt_sse_feed(struct tt_sse *d, const char *buf, size_t len,
@@ -292,7 +335,7 @@ void tt_sse_finish(struct tt_sse *d, int flush, tt_sse_cb cb, void *ctx)
     }
     if (flush) {
         if (d->line_len > 0 && !d->skip_line)
-            process_line(d, d->line, d->line_len, cb, ctx);
+            process_line(d, d->line, d->line_len, 0, cb, ctx);
         dispatch(d, cb, ctx);
     }
     d->line_len = 0;

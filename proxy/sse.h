@@ -22,7 +22,7 @@
 struct tt_sse_event {
     const char *name;       /* NUL-terminated; "" when no event: field (= "message") */
     size_t      name_len;
-    const char *data;       /* data lines joined with "\n"; NUL-terminated */
+    const char *data;       /* data lines joined with "\n"; not NUL-terminated */
     size_t      data_len;
 };
 
@@ -35,6 +35,8 @@ struct tt_sse {
     size_t   line_len, line_cap;
     char    *data;          /* data buffer of the current event; owned */
     size_t   data_len, data_cap;
+    const char *ref;        /* or: its one data line, in place in the feed */
+    size_t   ref_len;
     char     name[TT_SSE_EVENT_NAME_MAX + 1];
     size_t   name_len;
     uint8_t  bom;           /* BOM bytes matched so far; 3 = decided */

@@ -29,7 +29,6 @@ static void on_ev(void *ctx, const struct tt_sse_event *ev)
     int w;
 
     assert_int_equal(strlen(ev->name), ev->name_len);
-    assert_int_equal(ev->data[ev->data_len], '\0');
     w = snprintf(o->buf + o->len, sizeof(o->buf) - o->len, "%s|%.*s\x1e",
                  ev->name, (int)ev->data_len, ev->data);
     assert_true(w > 0 && (size_t)w < sizeof(o->buf) - o->len);
@@ -341,6 +340,68 @@ static void test_sse_buffers_reused(void **state)
     tt_sse_free(&d);
 }
 
+/* where the last event's data was, for the in-place tests */
+static const char *last_data;
+
+static void on_ev_where(void *ctx, const struct tt_sse_event *ev)
+{
+    last_data = ev->data;
+    on_ev(ctx, ev);
+}
+
+/*
+ * An event of one data line that ends inside its feed is read from the
+ * feed's bytes; one whose feed ends first is kept before the feed goes (the
+ * caller's buffer is overwritten between feeds here), and so is the first
+ * line of an event that a second data line joins.
+ */
+static void test_sse_data_in_place(void **state)
+{
+    static const char one[] = "data: {\"a\":1}\n\n";
+    char buf[64];
+    struct tt_sse d;
+    struct out o;
+
+    (void)state;
+    tt_sse_init(&d, 0);
+    memset(&o, 0, sizeof(o));
+    memcpy(buf, one, sizeof(one) - 1);
+    tt_sse_feed(&d, buf, sizeof(one) - 1, on_ev_where, &o);
+    assert_string_equal(o.buf, "|{\"a\":1}\x1e");
+    assert_ptr_equal(last_data, buf + 6);               /* no copy */
+
+    /* the feed ends after the data line: its bytes are gone before the
+     * blank line comes */
+    memset(&o, 0, sizeof(o));
+    memcpy(buf, "data: kept\n", 11);
+    tt_sse_feed(&d, buf, 11, on_ev_where, &o);
+    assert_int_equal(o.n, 0);
+    memset(buf, 'X', sizeof(buf));
+    tt_sse_feed(&d, "\n", 1, on_ev_where, &o);
+    assert_string_equal(o.buf, "|kept\x1e");
+
+    /* a second data line joins the first, which was in place */
+    memset(&o, 0, sizeof(o));
+    memcpy(buf, "data: a\ndata: b\n\ndata: c\n", 25);
+    tt_sse_feed(&d, buf, 25, on_ev_where, &o);
+    memset(buf, 'X', sizeof(buf));
+    tt_sse_feed(&d, "data: d\r\n\r\n", 11, on_ev_where, &o);
+    assert_string_equal(o.buf, "|a\nb\x1e|c\nd\x1e");
+    assert_int_equal(o.n, 2);
+
+    /* the bound still counts an in-place line: "data: 1234567\n" is 8 bytes
+     * of the event with its LF, over a bound of 7, and a second line's
+     * bytes count against the first's */
+    tt_sse_free(&d);
+    tt_sse_init(&d, 7);
+    memset(&o, 0, sizeof(o));
+    tt_sse_feed(&d, "data: 1234567\n\ndata: 123456\n\ndata: 12\ndata: 3456\n\n", 50,
+                on_ev_where, &o);
+    assert_string_equal(o.buf, "|123456\x1e");
+    assert_int_equal(d.oversize, 2);
+    tt_sse_free(&d);
+}
+
 /* ---------------------------------------------------------------- */
 
 static void nd_run(const char *in, size_t len, int mode, size_t max, int flush,
@@ -485,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_sse_oversize_boundary),
         cmocka_unit_test(test_sse_split_invariance),
         cmocka_unit_test(test_sse_buffers_reused),
+        cmocka_unit_test(test_sse_data_in_place),
         cmocka_unit_test(test_ndjson_lines),
         cmocka_unit_test(test_ndjson_oversize),
         cmocka_unit_test(test_json_arena),
