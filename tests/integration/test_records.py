@@ -87,3 +87,107 @@ def test_sse_comment_lines_change_no_record(t):
                 f"{path}: tokens counted ({got[True]})")
         t.eq(got[True], got[False], f"{path}: record with comment lines = without")
         t.eq(got[True][2], None, f"{path}: no error")
+
+
+@harness.timeout(150)
+def test_fixture_records_same_for_every_split(t):
+    """every captured stream, replayed with every split of its bytes into
+    chunks (whole, random pieces, one byte a chunk), gives the same record
+    facts: what was decoded does not depend on how the upstream's writes
+    fell"""
+    from test_bytes_identical import SPLITS, fixture_files, route_for
+    keep = ("api", "model", "stream", "status", "finish_reason", "token_count_source",
+            "usage", "events", "token_events", "reasoning_events", "answer_events",
+            "parse_errors", "bytes_out")
+    files = fixture_files()
+    sim = t.sim()
+    px = t.proxy(sim.url)
+    n = 0
+    problems = []
+    for path in files:
+        api_path, base = route_for(path)
+        facts = {}
+        for split, seed in SPLITS:
+            body = dict(base)
+            body["sim"] = {"replay": path, "ttft_ms": 0, "gap_ms": 0,
+                           "split": split, "seed": seed}
+            r = px.post(api_path, body)
+            rec = px.records(n + 1)[n]
+            n += 1
+            m = rec["metadata"]
+            facts[(split, seed)] = (
+                r.status, {k: m.get(k) for k in keep}, rec["error"],
+                {k: v.get("value") for k, v in rec["metrics"].items()
+                 if isinstance(v, dict) and v.get("unit") == "tokens"})
+        first = facts[SPLITS[0]]
+        for s in SPLITS[1:]:
+            if facts[s] != first:
+                problems.append(f"{os.path.basename(path)} split={s[0]} seed={s[1]}: "
+                                f"{facts[s]} != whole: {first}")
+    t.check(not problems, f"{len(problems)} replays differ: " + "; ".join(problems[:3]))
+    t.note(f"{len(files)} fixtures x {len(SPLITS)} splits, {n} records")
+
+
+def test_many_chunks_in_one_read_decoded_in_order(t):
+    """a body read that carries more chunks than the proxy decodes in place
+    (pieces of 23 bytes, events cut anywhere, sent in one write once the
+    client has the head) gives the record of the same stream sent as one
+    chunk: the parts kept in place and the parts copied are decoded in the
+    order they came"""
+    import threading
+    events = [{"id": "c", "object": "chat.completion.chunk", "model": "m",
+               "choices": [{"index": 0, "delta": {"content": f"w{i} "},
+                            "finish_reason": None}]} for i in range(12)]
+    events.append({"id": "c", "object": "chat.completion.chunk", "model": "m",
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    events.append({"id": "c", "object": "chat.completion.chunk", "model": "m",
+                   "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 12,
+                                            "total_tokens": 15}})
+    sse = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    sse += b"data: [DONE]\n\n"
+    first, rest = sse[:40], sse[40:]
+    pieces = [rest[i:i + 23] for i in range(0, len(rest), 23)]
+    t.check(len(pieces) > 16 + 8, f"{len(pieces)} pieces")
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n")
+
+    def chunk(b):
+        return b"%x\r\n" % len(b) + b + b"\r\n"
+
+    go_on = threading.Event()           # the client has the head: the next
+                                        # bytes are a body read of their own
+    def h(sock, req, fake):
+        if b"many" in req:
+            sock.sendall(head + chunk(first))
+            go_on.wait(10)
+            sock.sendall(b"".join(chunk(p) for p in pieces) + b"0\r\n\r\n")
+        else:
+            sock.sendall(head + chunk(sse) + b"0\r\n\r\n")
+
+    fake = t.fake(h)
+    px = t.proxy(fake.url)
+    body = json.dumps({"model": "m", "stream": True,
+                       "stream_options": {"include_usage": True},
+                       "messages": [{"role": "user", "content": "hi"}]}).encode()
+    got = {}
+    for name in ("one", "many"):
+        c = px.conn()
+        c.send(harness.build_request("POST", "/v1/chat/completions", body,
+                                     headers=[("X-Request-Id", name)]))
+        r = c.read_head()
+        t.eq(r.status, 200, f"{name}: status")
+        if name == "many":
+            go_on.set()
+        c.read_body(r, method="POST")
+        c.close()
+        t.eq(r.body, sse, f"{name}: the client's body")
+        rec = px.records(len(got) + 1)[len(got)]
+        m = rec["metadata"]
+        got[name] = ({k: m.get(k) for k in ("finish_reason", "usage", "events",
+                                            "token_events", "answer_events",
+                                            "parse_errors", "bytes_out")},
+                     rec["metrics"]["output_token_count"]["value"], rec["error"])
+    t.eq(got["one"][0]["token_events"], 12, "token events of the whole stream")
+    t.eq(got["one"][0]["parse_errors"], 0, "parse errors")
+    t.eq(got["many"], got["one"], f"record of {len(pieces)} chunks in a read = of one chunk")
+    t.eq(fake.errors, [], "fake upstream errors")
