@@ -133,7 +133,8 @@ static void process_line(struct tt_sse *d, const char *s, size_t n, int in_place
     }
     if (d->skip_event || s[0] == ':')
         return;
-    colon = memchr(s, ':', n);
+    /* a data line, the usual one, needs no scan for its colon */
+    colon = n >= 5 && memcmp(s, "data:", 5) == 0 ? s + 4 : memchr(s, ':', n);
     if (colon != NULL) {
         flen = (size_t)(colon - s);
         val = colon + 1;
