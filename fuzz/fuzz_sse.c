@@ -31,7 +31,7 @@ static void mix(struct digest *d, const char *p, size_t n)
 static void on_ev(void *ctx, const struct tt_sse_event *ev)
 {
     struct digest *d = ctx;
-    if (ev->data_len > MAX_EVENT || ev->data[ev->data_len] != '\0' ||
+    if (ev->data_len > MAX_EVENT || memchr(ev->data, '\r', ev->data_len) != NULL ||
         ev->name[ev->name_len] != '\0' || ev->name_len > TT_SSE_EVENT_NAME_MAX)
         abort();
     mix(d, ev->name, ev->name_len);
