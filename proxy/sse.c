@@ -150,7 +150,7 @@ static void process_line(struct tt_sse *d, const char *s, size_t n, int in_place
     }
     if (flen == 4 && memcmp(s, "data", 4) == 0) {
         /* the bound counts the LF that joins (or ends) each data line */
-        if (vlen > d->max_event || vlen + 1 > d->max_event) {
+        if (vlen >= d->max_event) {
             oversize(d);
             return;
         }
