@@ -122,17 +122,33 @@ int tt_head_value(struct tt_head *h, const char *at, size_t len)
     return 0;
 }
 
+/* the first byte of a line: SP or HT is obs-fold, ':' an empty name */
+static void line_first(struct tt_head *h, char c)
+{
+    if (c == ' ' || c == '\t')
+        h->obs_fold = 1;
+    else if (c == ':')
+        h->empty_name = 1;
+}
+
+/* only the byte after each LF matters: memchr from line end to line end,
+ * not a test of every byte (a head's lines average some 30 bytes) */
 void tt_head_scan(struct tt_head *h, const char *p, size_t len)
 {
-    size_t i;
+    const char *end = p + len, *q = p;
 
-    for (i = 0; i < len; i++) {
-        if (h->line_start && (p[i] == ' ' || p[i] == '\t'))
-            h->obs_fold = 1;
-        if (h->line_start && p[i] == ':')
-            h->empty_name = 1;
-        h->line_start = (p[i] == '\n');
+    if (len == 0)
+        return;
+    if (h->line_start)
+        line_first(h, *p);
+    while ((q = memchr(q, '\n', (size_t)(end - q))) != NULL) {
+        if (++q == end) {
+            h->line_start = 1;
+            return;
+        }
+        line_first(h, *q);
     }
+    h->line_start = 0;
 }
 
 static int name_is(const struct tt_head *h, const struct tt_hfield *f,
