@@ -197,21 +197,65 @@ static int path_ends(const struct tt_request *r, const char *suffix)
     return n >= k && memcmp(r->path + n - k, suffix, k) == 0;
 }
 
+/* the top-level members from_body() reads, as key_index() numbers them */
+enum {
+    K_MODEL, K_STREAM, K_PROMPT, K_STREAM_OPTIONS, K_MAX_COMPLETION_TOKENS,
+    K_MAX_TOKENS, K_MAX_OUTPUT_TOKENS, K_N_PREDICT, K_GENERATION_CONFIG,
+    K_PARAMETERS, K_MAX_NEW_TOKENS, K_OPTIONS, K_COUNT
+};
+
+/* the K_ of the key [k, k + n), or -1: one or two comparisons, by length */
+static int key_index(const char *k, size_t n)
+{
+#define IS(s) (memcmp(k, s, sizeof(s) - 1) == 0)
+    switch (n) {
+    case 5:  return IS("model") ? K_MODEL : -1;
+    case 6:  return IS("stream") ? K_STREAM : IS("prompt") ? K_PROMPT : -1;
+    case 7:  return IS("options") ? K_OPTIONS : -1;
+    case 9:  return IS("n_predict") ? K_N_PREDICT : -1;
+    case 10: return IS("max_tokens") ? K_MAX_TOKENS :
+                    IS("parameters") ? K_PARAMETERS : -1;
+    case 14: return IS("stream_options") ? K_STREAM_OPTIONS :
+                    IS("max_new_tokens") ? K_MAX_NEW_TOKENS : -1;
+    case 16: return IS("generationConfig") ? K_GENERATION_CONFIG : -1;
+    case 17: return IS("max_output_tokens") ? K_MAX_OUTPUT_TOKENS : -1;
+    case 21: return IS("max_completion_tokens") ? K_MAX_COMPLETION_TOKENS : -1;
+    default: return -1;
+    }
+#undef IS
+}
+
+/* <m>[K_]: the first member of <root> with that key, as
+ * cJSON_GetObjectItemCaseSensitive() finds it, in one walk of the members
+ * instead of a walk for each key */
+static void members(const cJSON *root, const cJSON *m[K_COUNT])
+{
+    const cJSON *c;
+
+    memset(m, 0, K_COUNT * sizeof(m[0]));
+    for (c = root->child; c != NULL; c = c->next) {
+        int k = c->string != NULL ? key_index(c->string, strlen(c->string)) : -1;
+        if (k >= 0 && m[k] == NULL)
+            m[k] = c;
+    }
+}
+
 static void from_body(const cJSON *root, enum tt_api api, struct tt_request *r)
 {
-    static const char *const direct[] = {
-        "max_completion_tokens", "max_tokens", "max_output_tokens",
+    static const int direct[] = {
+        K_MAX_COMPLETION_TOKENS, K_MAX_TOKENS, K_MAX_OUTPUT_TOKENS,
     };
-    const cJSON *v, *so;
+    const cJSON *m[K_COUNT], *v;
     int64_t n;
     size_t i;
 
-    v = jget(root, "model");
+    members(root, m);
+    v = m[K_MODEL];
     if (cJSON_IsString(v) && v->valuestring[0] != '\0')
         set_model(r, v->valuestring, strlen(v->valuestring));
 
     if (api != TT_API_GEMINI && api != TT_API_TGI) {
-        v = jget(root, "stream");
+        v = m[K_STREAM];
         if (cJSON_IsBool(v))
             r->stream = cJSON_IsTrue(v) ? 1 : 0;
         else if (v == NULL || cJSON_IsNull(v))
@@ -220,28 +264,27 @@ static void from_body(const cJSON *root, enum tt_api api, struct tt_request *r)
 
     /* a list of prompts (strings or token lists; a list of token ids is
      * one prompt) */
-    v = jget(root, "prompt");
+    v = m[K_PROMPT];
     if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 1 &&
         !cJSON_IsNumber(cJSON_GetArrayItem(v, 0)))
         r->prompts = cJSON_GetArraySize(v);
 
-    so = jget(root, "stream_options");
-    v = jget(so, "include_usage");
+    v = jget(m[K_STREAM_OPTIONS], "include_usage");
     if (cJSON_IsBool(v))
         r->include_usage = cJSON_IsTrue(v) ? 1 : 0;
     else if (api == TT_API_OPENAI_CHAT || api == TT_API_OPENAI_COMPLETIONS)
         r->include_usage = 0;
 
     for (i = 0; i < sizeof(direct) / sizeof(direct[0]); i++)
-        if (tt_json_count(jget(root, direct[i]), &n) == 0) {
+        if (tt_json_count(m[direct[i]], &n) == 0) {
             r->max_tokens = n;
             return;
         }
-    if (tt_json_count(jget(root, "n_predict"), &n) == 0 ||         /* llama.cpp */
-        tt_json_count(jget(jget(root, "generationConfig"), "maxOutputTokens"), &n) == 0 ||
-        tt_json_count(jget(jget(root, "parameters"), "max_new_tokens"), &n) == 0 ||
-        tt_json_count(jget(root, "max_new_tokens"), &n) == 0 ||
-        tt_json_count(jget(jget(root, "options"), "num_predict"), &n) == 0)
+    if (tt_json_count(m[K_N_PREDICT], &n) == 0 ||         /* llama.cpp */
+        tt_json_count(jget(m[K_GENERATION_CONFIG], "maxOutputTokens"), &n) == 0 ||
+        tt_json_count(jget(m[K_PARAMETERS], "max_new_tokens"), &n) == 0 ||
+        tt_json_count(m[K_MAX_NEW_TOKENS], &n) == 0 ||
+        tt_json_count(jget(m[K_OPTIONS], "num_predict"), &n) == 0)
         r->max_tokens = n;
 }
 
@@ -506,20 +549,11 @@ static const char *value(const char *p, const char *e, int depth)
     }
 }
 
-/* the members from_body() reads */
+/* the members from_body() reads ("prompt" is reduced, not kept whole) */
 static int wanted(const char *k, size_t n)
 {
-    static const char *const keys[] = {
-        "model", "stream", "stream_options", "max_completion_tokens",
-        "max_tokens", "max_output_tokens", "n_predict", "generationConfig",
-        "parameters", "max_new_tokens", "options",
-    };
-    size_t i;
-
-    for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-        if (strlen(keys[i]) == n && memcmp(keys[i], k, n) == 0)
-            return 1;
-    return 0;
+    int i = key_index(k, n);
+    return i >= 0 && i != K_PROMPT;
 }
 
 struct out { char *p; size_t len, cap; };

@@ -87,6 +87,46 @@ static void test_llamacpp_and_prompts(void **state)
     assert_int_equal(r.prompts, 0);
 }
 
+/* the members are found in one walk: the first of duplicates (as
+ * cJSON_GetObjectItemCaseSensitive() finds it), keys by their decoded bytes,
+ * keys of a wanted key's length that differ from it ignored, and the order
+ * of precedence of the max_tokens fields whatever their order in the body */
+static void test_member_lookup(void **state)
+{
+    struct tt_request r;
+
+    (void)state;
+    inspect(&r, "/v1/chat/completions",
+            "{\"model\":\"a\",\"model\":\"b\",\"stream\":true,\"stream\":false,"
+            "\"max_tokens\":5,\"max_tokens\":7}", 0, 0);
+    assert_string_equal(r.model, "a");
+    assert_int_equal(r.stream, 1);
+    assert_int_equal(r.max_tokens, 5);
+
+    inspect(&r, "/v1/chat/completions",
+            "{\"mod\\u0065l\":\"esc\",\"streaM\":true,\"max_tokenz\":3,"
+            "\"parameterz\":{\"max_new_tokens\":4},\"stream_optionz\":{\"include_usage\":true}}",
+            0, 0);
+    assert_string_equal(r.model, "esc");
+    assert_int_equal(r.stream, 0);
+    assert_int_equal(r.include_usage, 0);
+    assert_int_equal(r.max_tokens, -1);
+
+    /* n_predict before max_new_tokens, direct fields before both; a field
+     * that is not a count passes to the next */
+    inspect(&r, "/v1/completions",
+            "{\"max_new_tokens\":9,\"options\":{\"num_predict\":8},\"n_predict\":7,"
+            "\"max_output_tokens\":-1}", 0, 0);
+    assert_int_equal(r.max_tokens, 7);
+    inspect(&r, "/v1/completions",
+            "{\"options\":{\"num_predict\":8},\"max_new_tokens\":9,"
+            "\"generationConfig\":{\"maxOutputTokens\":\"x\"}}", 0, 0);
+    assert_int_equal(r.max_tokens, 9);
+    inspect(&r, "/v1/completions",
+            "{\"n_predict\":7,\"max_completion_tokens\":null,\"max_tokens\":6}", 0, 0);
+    assert_int_equal(r.max_tokens, 6);
+}
+
 static void test_other_apis(void **state)
 {
     struct tt_request r;
@@ -489,6 +529,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_openai_chat),
         cmocka_unit_test(test_other_apis),
+        cmocka_unit_test(test_member_lookup),
         cmocka_unit_test(test_llamacpp_and_prompts),
         cmocka_unit_test(test_bad_bodies),
         cmocka_unit_test(test_body_copy),
