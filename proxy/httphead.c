@@ -158,6 +158,35 @@ static int name_is(const struct tt_head *h, const struct tt_hfield *f,
     return f->nlen == n && strncasecmp(h->buf + f->name, name, n) == 0;
 }
 
+/* the fields the proxy treats specially, told apart by one comparison
+ * after a switch on the name's length (case-insensitive) */
+enum hkind {
+    HK_OTHER, HK_CONTENT_LENGTH, HK_TRANSFER_ENCODING, HK_CONNECTION,
+    HK_KEEP_ALIVE, HK_PROXY_CONNECTION, HK_TE, HK_TRAILER, HK_UPGRADE, HK_HOST
+};
+
+static enum hkind kind_of(const char *n, size_t len)
+{
+#define IS(s) (strncasecmp(n, s, sizeof(s) - 1) == 0)
+    switch (len) {
+    case 2:  return IS("te") ? HK_TE : HK_OTHER;
+    case 4:  return IS("host") ? HK_HOST : HK_OTHER;
+    case 7:  return IS("upgrade") ? HK_UPGRADE : IS("trailer") ? HK_TRAILER : HK_OTHER;
+    case 10: return IS("connection") ? HK_CONNECTION :
+                    IS("keep-alive") ? HK_KEEP_ALIVE : HK_OTHER;
+    case 14: return IS("content-length") ? HK_CONTENT_LENGTH : HK_OTHER;
+    case 16: return IS("proxy-connection") ? HK_PROXY_CONNECTION : HK_OTHER;
+    case 17: return IS("transfer-encoding") ? HK_TRANSFER_ENCODING : HK_OTHER;
+    default: return HK_OTHER;
+    }
+#undef IS
+}
+
+static enum hkind field_kind(const struct tt_head *h, const struct tt_hfield *f)
+{
+    return kind_of(h->buf + f->name, f->nlen);
+}
+
 const char *tt_head_get(const struct tt_head *h, const char *name,
                         size_t *vlen)
 {
@@ -232,9 +261,11 @@ static const char *framing_error(const struct tt_head *h)
         return "empty header name";
     for (i = 0; i < h->n; i++) {
         const struct tt_hfield *f = &h->f[i];
+        enum hkind kind;
         if (f->nlen == 0)
             return "empty header name";
-        if (name_is(h, f, "content-length")) {
+        kind = field_kind(h, f);
+        if (kind == HK_CONTENT_LENGTH) {
             const char *v = h->buf + f->val;
             if (++ncl > 1)
                 return "duplicate Content-Length";
@@ -247,11 +278,11 @@ static const char *framing_error(const struct tt_head *h)
              * as octal or stop at it would frame the body differently */
             if (f->vlen > 1 && v[0] == '0')
                 return "Content-Length with leading zeros";
-        } else if (name_is(h, f, "transfer-encoding")) {
+        } else if (kind == HK_TRANSFER_ENCODING) {
             if (++nte > 1)
                 return "repeated Transfer-Encoding";
             te = f;
-        } else if (name_is(h, f, "connection")) {
+        } else if (kind == HK_CONNECTION) {
             for (k = 0; framing_names[k] != NULL; k++)
                 if (list_has(h->buf + f->val, f->vlen, framing_names[k]))
                     return "Connection names a framing header";
@@ -325,36 +356,46 @@ int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
                              const char *const *names, const size_t *lens,
                              unsigned nnames)
 {
-    static const struct { const char *s; size_t n; } hop[] = {
-        { "connection", 10 }, { "keep-alive", 10 }, { "proxy-connection", 16 },
-        { "te", 2 }, { "trailer", 7 }, { "upgrade", 7 }, { "host", 4 }
-    };
+    /* the kinds of the first fields, found once (a head has rarely more);
+     * the rest are found when met */
+    uint8_t kinds[64];
     unsigned i, k, nconn = 0, conn[16];     /* the Connection fields */
     struct stage st;
 
     st.out = out;
     st.len = 0;
     st.err = 0;
-    for (i = 0; i < h->n; i++)
-        if (name_is(h, &h->f[i], "connection") && nconn++ < 16)
+    for (i = 0; i < h->n; i++) {
+        enum hkind kind = field_kind(h, &h->f[i]);
+        if (i < sizeof(kinds))
+            kinds[i] = (uint8_t)kind;
+        if (kind == HK_CONNECTION && nconn++ < 16)
             conn[nconn - 1] = i;
+    }
     for (i = 0; i < h->n; i++) {
         const struct tt_hfield *f = &h->f[i];
         const char *fname = h->buf + f->name;
-        int skip = 0;
+        enum hkind kind = i < sizeof(kinds) ? (enum hkind)kinds[i] : field_kind(h, f);
+        int skip;
 
-        for (k = 0; k < sizeof(hop) / sizeof(hop[0]); k++) {
-            if (f->nlen == hop[k].n && strncasecmp(fname, hop[k].s, hop[k].n) == 0) {
-                skip = 1;
-                if (k == 5 && keep_upgrade)
-                    skip = 0;
-                if (k == 6 && dir == TT_HEAD_RESPONSE)
-                    skip = 0;
-                break;
-            }
-        }
-        if (!skip && drop_te && name_is(h, f, "transfer-encoding"))
+        switch (kind) {
+        case HK_CONNECTION: case HK_KEEP_ALIVE: case HK_PROXY_CONNECTION:
+        case HK_TE: case HK_TRAILER:
             skip = 1;
+            break;
+        case HK_UPGRADE:
+            skip = !keep_upgrade;
+            break;
+        case HK_HOST:
+            skip = dir != TT_HEAD_RESPONSE;
+            break;
+        case HK_TRANSFER_ENCODING:
+            skip = drop_te;
+            break;
+        default:
+            skip = 0;
+            break;
+        }
         for (k = 0; !skip && k < nnames; k++)
             if (f->nlen == lens[k] &&
                 strncasecmp(h->buf + f->name, names[k], lens[k]) == 0)
@@ -365,10 +406,10 @@ int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
             int few = nconn <= 16, named = 0;   /* else: look at every field */
             for (k = 0; !named && k < (few ? nconn : h->n); k++) {
                 unsigned j = few ? conn[k] : k;
-                if (few || name_is(h, &h->f[j], "connection"))
+                if (few || field_kind(h, &h->f[j]) == HK_CONNECTION)
                     named = list_has_n(h->buf + h->f[j].val, h->f[j].vlen, fname, f->nlen);
             }
-            if (named && !(keep_upgrade && name_is(h, f, "upgrade")))
+            if (named && !(keep_upgrade && kind == HK_UPGRADE))
                 skip = 1;
         }
         if (skip)

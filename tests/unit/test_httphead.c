@@ -13,6 +13,9 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <event2/buffer.h>
+#include <llhttp.h>
+
 #include "proxy/httphead.h"
 #include "tests/unit/rng.h"
 
@@ -117,11 +120,159 @@ static void test_heads(void **state)
     assert_true(h.obs_fold);
 }
 
+/* a head parsed by llhttp into a tt_head, as proxy/conn.c and leg.c do */
+static int on_span_target(llhttp_t *p, const char *at, size_t len)
+{
+    return tt_head_target(p->data, at, len) < 0 ? -1 : 0;
+}
+
+static int on_span_field(llhttp_t *p, const char *at, size_t len)
+{
+    return tt_head_field(p->data, at, len) < 0 ? -1 : 0;
+}
+
+static int on_span_value(llhttp_t *p, const char *at, size_t len)
+{
+    return tt_head_value(p->data, at, len) < 0 ? -1 : 0;
+}
+
+static int on_done(llhttp_t *p)
+{
+    (void)p;
+    return HPE_PAUSED;
+}
+
+static void parse_head(struct tt_head *h, enum llhttp_type type, const char *s)
+{
+    llhttp_settings_t set;
+    llhttp_t p;
+    enum llhttp_errno e;
+
+    llhttp_settings_init(&set);
+    set.on_url = on_span_target;
+    set.on_status = on_span_target;
+    set.on_header_field = on_span_field;
+    set.on_header_value = on_span_value;
+    set.on_headers_complete = on_done;
+    llhttp_init(&p, type, &set);
+    p.data = h;
+    tt_head_init(h, 8192, 64);
+    e = llhttp_execute(&p, s, strlen(s));
+    assert_int_equal(e, HPE_PAUSED);
+    tt_head_scan(h, s, strlen(s));
+}
+
+/* the fields forwarded, as one string */
+static char *copied(const char *head, enum llhttp_type type, int keep_upgrade,
+                    int drop_te, const char *skip)
+{
+    static char got[2048];
+    struct tt_head h;
+    struct evbuffer *out = evbuffer_new();
+    const char *names[1] = { skip };
+    size_t lens[1] = { skip ? strlen(skip) : 0 }, n;
+
+    assert_non_null(out);
+    parse_head(&h, type, head);
+    assert_null(tt_head_check(&h, type == HTTP_REQUEST ? TT_HEAD_REQUEST : TT_HEAD_RESPONSE,
+                              1, 1));
+    assert_int_equal(tt_head_copy_fields_skip(&h, out,
+                                              type == HTTP_REQUEST ? TT_HEAD_REQUEST
+                                                                   : TT_HEAD_RESPONSE,
+                                              keep_upgrade, drop_te, names, lens,
+                                              skip ? 1 : 0), 0);
+    n = evbuffer_get_length(out);
+    assert_true(n < sizeof(got));
+    evbuffer_remove(out, got, n);
+    got[n] = '\0';
+    evbuffer_free(out);
+    tt_head_free(&h);
+    return got;
+}
+
+static void test_hop_by_hop(void **state)
+{
+    (void)state;
+    /* the hop-by-hop fields, in any case, and Host of a request go */
+    assert_string_equal(
+        copied("POST /v1 HTTP/1.1\r\nHost: a\r\nCONNECTION: keep-alive\r\n"
+               "Keep-Alive: timeout=5\r\nProxy-Connection: x\r\nte: trailers\r\n"
+               "Trailer: X\r\nUpgrade: h2c\r\nX-A: 1\r\nContent-Length: 2\r\n\r\n",
+               HTTP_REQUEST, 0, 0, NULL),
+        "X-A: 1\r\nContent-Length: 2\r\n");
+    /* a response keeps Host; Upgrade stays when asked to */
+    assert_string_equal(
+        copied("HTTP/1.1 101 Switching\r\nHost: a\r\nUpgrade: websocket\r\n"
+               "Connection: upgrade\r\n\r\n", HTTP_RESPONSE, 1, 0, NULL),
+        "Host: a\r\nUpgrade: websocket\r\n");
+    /* Transfer-Encoding dropped only when asked */
+    assert_string_equal(
+        copied("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX: y\r\n\r\n",
+               HTTP_RESPONSE, 0, 1, NULL), "X: y\r\n");
+    assert_string_equal(
+        copied("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX: y\r\n\r\n",
+               HTTP_RESPONSE, 0, 0, NULL), "Transfer-Encoding: chunked\r\nX: y\r\n");
+    /* fields that Connection names, and the caller's own list */
+    assert_string_equal(
+        copied("GET / HTTP/1.1\r\nConnection: x-hop, close\r\nX-Hop: 1\r\n"
+               "X-Keep: 2\r\nAuthorization: k\r\nx-keep2: 3\r\n\r\n",
+               HTTP_REQUEST, 0, 0, "authorization"),
+        "X-Keep: 2\r\nx-keep2: 3\r\n");
+    /* names of a special field's length that are not it */
+    assert_string_equal(
+        copied("GET / HTTP/1.1\r\nTf: 1\r\nHoss: 2\r\nUpgradf: 3\r\nConnectioo: 4\r\n"
+               "Content-Lengtx: 5\r\n\r\n", HTTP_REQUEST, 0, 0, NULL),
+        "Tf: 1\r\nHoss: 2\r\nUpgradf: 3\r\nConnectioo: 4\r\nContent-Lengtx: 5\r\n");
+}
+
+static void test_framing_checks(void **state)
+{
+    static const struct { const char *head; const char *why; } cases[] = {
+        { "POST / HTTP/1.1\r\nContent-Length: 1\r\ncontent-length: 1\r\n\r\n",
+          "duplicate Content-Length" },
+        { "POST / HTTP/1.1\r\nContent-Length: 01\r\n\r\n",
+          "Content-Length with leading zeros" },
+        { "POST / HTTP/1.1\r\nConnection: Content-Length\r\nContent-Length: 1\r\n\r\n",
+          "Connection names a framing header" },
+        { "POST / HTTP/1.1\r\nConnection: transfer-encoding\r\n\r\n",
+          "Connection names a framing header" },
+        { "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+          "unsupported Transfer-Encoding" },
+        { "POST / HTTP/1.1\r\nContent-Length: 1\r\nX: 1\r\n\r\n", NULL },
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct tt_head h;
+        llhttp_settings_t set;
+        llhttp_t p;
+        const char *why;
+
+        /* lenient enough to reach the checks: llhttp itself refuses some */
+        llhttp_settings_init(&set);
+        set.on_url = on_span_target;
+        set.on_header_field = on_span_field;
+        set.on_header_value = on_span_value;
+        set.on_headers_complete = on_done;
+        llhttp_init(&p, HTTP_REQUEST, &set);
+        p.data = &h;
+        tt_head_init(&h, 8192, 64);
+        llhttp_execute(&p, cases[i].head, strlen(cases[i].head));
+        why = tt_head_check(&h, TT_HEAD_REQUEST, 1, 1);
+        if (cases[i].why == NULL)
+            assert_null(why);
+        else
+            assert_string_equal(why, cases[i].why);
+        tt_head_free(&h);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_heads_match_reference),
         cmocka_unit_test(test_heads),
+        cmocka_unit_test(test_hop_by_hop),
+        cmocka_unit_test(test_framing_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
