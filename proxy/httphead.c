@@ -33,10 +33,45 @@ void tt_head_clear(struct tt_head *h)
     h->line_start = 0;
 }
 
+/*
+ * The buffers of freed heads, kept for this thread's next heads: every
+ * request takes a head buffer and a field table on each side, and gives
+ * them back when it ends (an idle keep-alive connection holds none).  Only
+ * the first size of each is kept (HEAD_BUF0 bytes; a table of the same
+ * max), at most HEAD_SPARE of each a thread: about 60 KiB a worker.  A
+ * worker thread gives them back to malloc when it ends
+ * (tt_head_thread_free).
+ */
+#define HEAD_BUF0   2048
+#define HEAD_SPARE  16
+
+static _Thread_local struct {
+    char             *buf[HEAD_SPARE];
+    struct tt_hfield *f[HEAD_SPARE];
+    unsigned          fmax[HEAD_SPARE];
+    unsigned          nbuf, nf;
+} spare;
+
+void tt_head_thread_free(void)
+{
+    while (spare.nbuf > 0)
+        free(spare.buf[--spare.nbuf]);
+    while (spare.nf > 0)
+        free(spare.f[--spare.nf]);
+}
+
 void tt_head_free(struct tt_head *h)
 {
-    free(h->buf);
-    free(h->f);
+    if (h->buf != NULL && h->cap == HEAD_BUF0 && spare.nbuf < HEAD_SPARE)
+        spare.buf[spare.nbuf++] = h->buf;
+    else
+        free(h->buf);
+    if (h->f != NULL && spare.nf < HEAD_SPARE) {
+        spare.fmax[spare.nf] = h->max;
+        spare.f[spare.nf++] = h->f;
+    } else {
+        free(h->f);
+    }
     h->buf = NULL;
     h->f = NULL;
     h->cap = 0;
@@ -50,8 +85,14 @@ static int append(struct tt_head *h, const char *at, size_t len)
         return -1;
     }
     if (h->len + len > h->cap) {
-        size_t cap = h->cap ? h->cap : 2048;
+        size_t cap = h->cap ? h->cap : HEAD_BUF0;
         char *p;
+        if (h->cap == 0 && spare.nbuf > 0 && h->len + len <= HEAD_BUF0 &&
+            h->limit >= HEAD_BUF0) {
+            h->buf = spare.buf[--spare.nbuf];
+            h->cap = HEAD_BUF0;
+            goto copy;
+        }
         while (cap < h->len + len)
             cap *= 2;
         if (cap > h->limit)
@@ -62,6 +103,7 @@ static int append(struct tt_head *h, const char *at, size_t len)
         h->buf = p;
         h->cap = cap;
     }
+copy:
     if (len > 0)                    /* a zero-length span: buf may still be NULL */
         memcpy(h->buf + h->len, at, len);
     h->len += len;
@@ -81,8 +123,10 @@ int tt_head_target(struct tt_head *h, const char *at, size_t len)
 int tt_head_field(struct tt_head *h, const char *at, size_t len)
 {
     if (h->f == NULL) {
-        h->f = calloc(h->max + 1, sizeof(*h->f));
-        if (h->f == NULL)
+        /* entries are written as fields come; none past h->n is read */
+        if (spare.nf > 0 && spare.fmax[spare.nf - 1] == h->max)
+            h->f = spare.f[--spare.nf];
+        else if ((h->f = malloc((h->max + 1) * sizeof(*h->f))) == NULL)
             return -1;
     }
     if (h->in_value || h->n == 0) {

@@ -35,6 +35,8 @@ struct tt_head {
 int  tt_head_init(struct tt_head *h, size_t limit, unsigned max_fields);
 void tt_head_clear(struct tt_head *h);
 void tt_head_free(struct tt_head *h);
+/* give this thread's kept head buffers back (a worker thread's end) */
+void tt_head_thread_free(void);
 
 /* span callbacks (return 0, or -1 when a limit is passed) */
 int tt_head_target(struct tt_head *h, const char *at, size_t len);

@@ -372,6 +372,7 @@ static void *worker_main(void *arg)
     struct tt_worker *w = arg;
     event_base_dispatch(w->base);
     tt_json_thread_free();          /* this thread's JSON arena */
+    tt_head_thread_free();          /* and its spare head buffers */
     return NULL;
 }
 

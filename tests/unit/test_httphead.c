@@ -266,6 +266,64 @@ static void test_framing_checks(void **state)
     }
 }
 
+/* heads freed and taken again (a thread keeps the first-size buffers and
+ * field tables of freed heads): contents of each head its own, big heads,
+ * other table sizes and small limits included */
+static void test_buffers_reused(void **state)
+{
+    char big[6000];
+    struct tt_head h, held[8];
+    unsigned nheld = 0;
+    size_t n;
+    const char *v;
+
+    (void)state;
+    for (int round = 0; round < 40; round++) {
+        parse_head(&h, HTTP_REQUEST, round & 1 ? "GET /a HTTP/1.1\r\nX-One: 1\r\n\r\n"
+                                               : "GET /b HTTP/1.1\r\nX-Two: 22\r\nX-Three: 3\r\n\r\n");
+        if (round & 1) {
+            assert_int_equal(h.n, 1);
+            v = tt_head_get(&h, "x-one", &n);
+            assert_non_null(v);
+            assert_int_equal(n, 1);
+            assert_null(tt_head_get(&h, "x-two", NULL));
+        } else {
+            assert_int_equal(h.n, 2);
+            v = tt_head_get(&h, "x-two", &n);
+            assert_int_equal(n, 2);
+            assert_memory_equal(v, "22", 2);
+        }
+        if (round % 5 == 0)
+            held[nheld++] = h;          /* some heads are freed later */
+        else
+            tt_head_free(&h);
+    }
+    while (nheld > 0)
+        tt_head_free(&held[--nheld]);
+    /* a head larger than the first size grows past it */
+    memset(big, 'v', sizeof(big));
+    memcpy(big, "GET / HTTP/1.1\r\nX-Big: ", 23);
+    memcpy(big + sizeof(big) - 5, "\r\n\r\n", 5);
+    parse_head(&h, HTTP_REQUEST, big);
+    v = tt_head_get(&h, "x-big", &n);
+    assert_int_equal(n, sizeof(big) - 5 - 23);
+    tt_head_free(&h);
+    /* a table of another size, and a limit under the first size */
+    tt_head_init(&h, 100, 3);
+    assert_int_equal(tt_head_field(&h, "A", 1), 0);
+    assert_int_equal(tt_head_value(&h, "1", 1), 0);
+    assert_int_equal(tt_head_field(&h, "B", 1), 0);
+    assert_int_equal(tt_head_value(&h, "2", 1), 0);
+    assert_int_equal(h.cap, 100);
+    assert_int_equal(tt_head_field(&h, "C", 1), 0);
+    assert_int_equal(tt_head_value(&h, "3", 1), 0);
+    assert_int_equal(tt_head_field(&h, "D", 1), -1);        /* max 3 */
+    assert_true(h.overflow);
+    assert_memory_equal(h.buf + h.f[2].val, "3", 1);
+    tt_head_free(&h);
+    tt_head_thread_free();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -273,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_heads),
         cmocka_unit_test(test_hop_by_hop),
         cmocka_unit_test(test_framing_checks),
+        cmocka_unit_test(test_buffers_reused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
