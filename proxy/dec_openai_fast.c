@@ -871,8 +871,13 @@ int tt_dec_openai_chat_fast(struct tt_stream *st, const char *data, size_t len)
 
     if (!tt_stream_fast || len >= SCRATCH)
         return -1;
-    if (st->memo == NULL)
-        st->memo = calloc(1, sizeof(*st->memo));    /* once per response */
+    if (st->memo == NULL) {
+        /* once per response; not zeroed (some 750 bytes): it is read only
+         * up to len and slen, which memo_keep() and shape_keep() set */
+        st->memo = malloc(sizeof(*st->memo));
+        if (st->memo != NULL)
+            st->memo->len = st->memo->slen = 0;
+    }
     if (scan(data, len, &k, scratch, st->memo, &st->memo_hits, &st->shape_hits) != 0)
         return -1;
 
