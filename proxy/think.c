@@ -256,28 +256,10 @@ static void think_text(struct tt_think *st, const char *s, size_t n)
     }
 }
 
-/*
- * A streamed token's text is a few bytes: its length and whether it holds
- * a '<' come from one look at each of its first 16 bytes, not from strlen()
- * and then think_text()'s memchr(); longer text takes those.
- */
 void tt_think_answer(struct tt_think *st, const char *s)
 {
-    size_t n = 0;
-    int lt = 0;
-
-    if (s == NULL)
-        return;
-    while (n < 16 && s[n] != '\0') {
-        lt |= s[n] == '<';
-        n++;
-    }
-    if (n == 16 && s[16] != '\0')
-        think_text(st, s, 16 + strlen(s + 16));
-    else if (n > 0 && !lt && st->ncarry == 0)
-        literal(st, s, n, OWN_CUR);     /* what think_text() does with it */
-    else if (n > 0)
-        think_text(st, s, n);
+    if (s != NULL && s[0] != '\0')
+        think_text(st, s, strlen(s));
 }
 
 void tt_think_tool(struct tt_think *st, const char *s)
