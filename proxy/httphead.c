@@ -381,6 +381,35 @@ static void stage_flush(struct stage *st)
     st->len = 0;
 }
 
+static void stage_add(struct stage *st, const char *p, size_t n);
+
+/* "name: value\r\n": two copies and four bytes when it fits */
+static void stage_field(struct stage *st, const char *name, size_t nlen,
+                        const char *val, size_t vlen)
+{
+    char *o;
+
+    if (nlen + vlen + 4 > sizeof(st->buf) - st->len) {
+        stage_add(st, name, nlen);
+        stage_add(st, ": ", 2);
+        stage_add(st, val, vlen);
+        stage_add(st, "\r\n", 2);
+        return;
+    }
+    o = st->buf + st->len;
+    if (nlen > 0)
+        memcpy(o, name, nlen);
+    o += nlen;
+    *o++ = ':';
+    *o++ = ' ';
+    if (vlen > 0)
+        memcpy(o, val, vlen);
+    o += vlen;
+    *o++ = '\r';
+    *o++ = '\n';
+    st->len = (size_t)(o - st->buf);
+}
+
 static void stage_add(struct stage *st, const char *p, size_t n)
 {
     if (st->len + n > sizeof(st->buf)) {
@@ -458,10 +487,7 @@ int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
         }
         if (skip)
             continue;
-        stage_add(&st, h->buf + f->name, f->nlen);
-        stage_add(&st, ": ", 2);
-        stage_add(&st, h->buf + f->val, f->vlen);
-        stage_add(&st, "\r\n", 2);
+        stage_field(&st, h->buf + f->name, f->nlen, h->buf + f->val, f->vlen);
         if (st.err)
             return -1;
     }

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -166,7 +167,7 @@ static void parse_head(struct tt_head *h, enum llhttp_type type, const char *s)
 static char *copied(const char *head, enum llhttp_type type, int keep_upgrade,
                     int drop_te, const char *skip)
 {
-    static char got[2048];
+    static char got[8192];
     struct tt_head h;
     struct evbuffer *out = evbuffer_new();
     const char *names[1] = { skip };
@@ -223,6 +224,31 @@ static void test_hop_by_hop(void **state)
         copied("GET / HTTP/1.1\r\nTf: 1\r\nHoss: 2\r\nUpgradf: 3\r\nConnectioo: 4\r\n"
                "Content-Lengtx: 5\r\n\r\n", HTTP_REQUEST, 0, 0, NULL),
         "Tf: 1\r\nHoss: 2\r\nUpgradf: 3\r\nConnectioo: 4\r\nContent-Lengtx: 5\r\n");
+}
+
+/* fields staged across the stage buffer's end, and one larger than it */
+static void test_copy_long_heads(void **state)
+{
+    char head[6000], want[6000], val[1501];
+    size_t o = 0, w = 0;
+    char *got;
+
+    (void)state;
+    memset(val, 'v', 1500);
+    val[1500] = '\0';
+    o += (size_t)sprintf(head + o, "GET / HTTP/1.1\r\nHost: h\r\n");
+    for (int i = 0; i < 40; i++) {
+        o += (size_t)sprintf(head + o, "X-Field-%02d: value %d\r\n", i, i);
+        w += (size_t)sprintf(want + w, "X-Field-%02d: value %d\r\n", i, i);
+        if (i == 20) {
+            o += (size_t)sprintf(head + o, "X-Long: %s\r\n", val);
+            w += (size_t)sprintf(want + w, "X-Long: %s\r\n", val);
+        }
+    }
+    o += (size_t)sprintf(head + o, "X-Empty:\r\n\r\n");
+    w += (size_t)sprintf(want + w, "X-Empty: \r\n");
+    got = copied(head, HTTP_REQUEST, 0, 0, NULL);
+    assert_string_equal(got, want);
 }
 
 static void test_framing_checks(void **state)
@@ -330,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_random_heads_match_reference),
         cmocka_unit_test(test_heads),
         cmocka_unit_test(test_hop_by_hop),
+        cmocka_unit_test(test_copy_long_heads),
         cmocka_unit_test(test_framing_checks),
         cmocka_unit_test(test_buffers_reused),
     };
