@@ -38,12 +38,14 @@ void tt_head_clear(struct tt_head *h)
  * request takes a head buffer and a field table on each side, and gives
  * them back when it ends (an idle keep-alive connection holds none).  Only
  * the first size of each is kept (HEAD_BUF0 bytes; a table of the same
- * max), at most HEAD_SPARE of each a thread: about 60 KiB a worker.  A
+ * max, up to HEAD_SPARE_FIELDS), at most HEAD_SPARE of each a thread:
+ * about 58 KiB a worker with max_headers 100, 96 KiB at most.  A
  * worker thread gives them back to malloc when it ends
  * (tt_head_thread_free).
  */
 #define HEAD_BUF0   2048
 #define HEAD_SPARE  16
+#define HEAD_SPARE_FIELDS 255   /* tables of larger max_headers are not kept */
 
 static _Thread_local struct {
     char             *buf[HEAD_SPARE];
@@ -66,7 +68,7 @@ void tt_head_free(struct tt_head *h)
         spare.buf[spare.nbuf++] = h->buf;
     else
         free(h->buf);
-    if (h->f != NULL && spare.nf < HEAD_SPARE) {
+    if (h->f != NULL && h->max <= HEAD_SPARE_FIELDS && spare.nf < HEAD_SPARE) {
         spare.fmax[spare.nf] = h->max;
         spare.f[spare.nf++] = h->f;
     } else {
