@@ -13,7 +13,8 @@
 # (at 3 ms, under callgrind's slowdown, 3-16 % of events shared a read, a
 # different share each run: ±4 % on one binary's count).
 # Workloads: the sim's own OpenAI chat stream (100 tokens, usage on), the
-# same forwarded by nginx (sim-nginx: no decoding, for comparison), the
+# same forwarded by nginx (sim-nginx: no decoding, for comparison; skipped
+# with a message when nginx is missing), the
 # same asked for by a 32 KiB chat body (sim-prompt32k, and through nginx),
 # the same with one shadow (--shadow cand=URL, every request mirrored), and
 # replays of the vLLM and OpenAI chat fixtures (../shared/fixtures/streams;
@@ -142,7 +143,11 @@ EOF
 SIMBODY="{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":true},\"sim\":{\"ttft_ms\":5,\"tokens\":$TOKENS,\"gap_ms\":$GAP}}"
 # nginx_workload NAME BODY: the workload just counted for tokentap, through nginx
 nginx_workload() {
-    command -v nginx >/dev/null 2>&1 && [ -z "${CG_NO_NGINX:-}" ] || return 0
+    [ -z "${CG_NO_NGINX:-}" ] || return 0
+    if ! command -v nginx >/dev/null 2>&1; then
+        echo "CG workload=$1-nginx skipped: nginx missing (sh scripts/deps.sh bench installs it)"
+        return 0
+    fi
     # events per request: the sim's stream as tokentap counted it
     EVREQ=$(grep '"role":"primary"' "$T/rec.jsonl" | head -n 1 | sed -n 's/.*"events":\([0-9]*\).*/\1/p')
     set -- "$1" "$(nginx_run "$K1" "$2")" "$(nginx_run "$K2" "$2")"
