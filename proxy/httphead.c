@@ -80,21 +80,25 @@ void tt_head_free(struct tt_head *h)
     tt_head_clear(h);       /* an empty head, ready to grow again */
 }
 
+/* a head without a buffer takes a spare one when <need> bytes fit it */
+static int take_spare_buf(struct tt_head *h, size_t need)
+{
+    if (h->cap != 0 || spare.nbuf == 0 || need > HEAD_BUF0 || h->limit < HEAD_BUF0)
+        return 0;
+    h->buf = spare.buf[--spare.nbuf];
+    h->cap = HEAD_BUF0;
+    return 1;
+}
+
 static int append(struct tt_head *h, const char *at, size_t len)
 {
     if (h->len + len > h->limit) {
         h->overflow = 1;
         return -1;
     }
-    if (h->len + len > h->cap) {
+    if (h->len + len > h->cap && !take_spare_buf(h, h->len + len)) {
         size_t cap = h->cap ? h->cap : HEAD_BUF0;
         char *p;
-        if (h->cap == 0 && spare.nbuf > 0 && h->len + len <= HEAD_BUF0 &&
-            h->limit >= HEAD_BUF0) {
-            h->buf = spare.buf[--spare.nbuf];
-            h->cap = HEAD_BUF0;
-            goto copy;
-        }
         while (cap < h->len + len)
             cap *= 2;
         if (cap > h->limit)
@@ -105,7 +109,6 @@ static int append(struct tt_head *h, const char *at, size_t len)
         h->buf = p;
         h->cap = cap;
     }
-copy:
     if (len > 0)                    /* a zero-length span: buf may still be NULL */
         memcpy(h->buf + h->len, at, len);
     h->len += len;
