@@ -257,13 +257,23 @@ void tt_conn_flush(struct tt_conn *c)
     evbuffer_add_buffer(out, c->stage);
 }
 
-int tt_conn_body(struct tt_conn *c, const char *buf, size_t n)
+int tt_conn_room(struct tt_conn *c)
 {
-    struct evbuffer *out = bufferevent_get_output(c->cbev);
+    size_t out;
+
+    if (evbuffer_get_length(c->stage) != 0)
+        return -1;
+    out = evbuffer_get_length(bufferevent_get_output(c->cbev));
+    if (out >= CFG(c)->buffer_bytes)
+        return -1;
+    return out != 0;
+}
+
+int tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room)
+{
     ssize_t w;
 
-    if (!c->plain_client || evbuffer_get_length(c->stage) != 0 ||
-        evbuffer_get_length(out) != 0)
+    if (!c->plain_client || room != 0)
         return -1;
     w = send(c->cfd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w == (ssize_t)n) {
@@ -272,7 +282,7 @@ int tt_conn_body(struct tt_conn *c, const char *buf, size_t n)
     }
     if (w < 0)
         w = 0;      /* full, or failed: the bufferevent's write reports it */
-    evbuffer_add(out, buf + w, n - (size_t)w);
+    evbuffer_add(bufferevent_get_output(c->cbev), buf + w, n - (size_t)w);
     if (c->queued_since == 0)
         c->queued_since = c->pri.now;       /* handed over in client_write() */
     return 0;
@@ -478,7 +488,7 @@ static const char *dry_run(struct tt_conn *c, struct evbuffer *in)
 
     llhttp_resume(&copy);
     c->dry = 1;
-    n = tt_parse_buf(&copy, in, 0, avail, &e, NULL);
+    n = tt_parse_buf(&copy, in, 0, avail, &e, NULL, NULL);
     c->dry = 0;
     if (e == HPE_OK || e == HPE_PAUSED_UPGRADE)
         return NULL;
@@ -738,7 +748,7 @@ again:
             request_begin(c);
             /* fall through */
         case RQ_HEAD:
-            n = tt_parse_buf(&c->rqp, in, 0, avail, &e, &c->rqh);
+            n = tt_parse_buf(&c->rqp, in, 0, avail, &e, &c->rqh, NULL);
             evbuffer_drain(in, n);
             c->head_bytes += n;
             if (e == HPE_PAUSED && c->rq_head_done) {
@@ -768,7 +778,7 @@ again:
             struct evbuffer *uout = tt_leg_output(&c->pri);
             if (evbuffer_get_length(uout) >= CFG(c)->buffer_bytes)
                 goto out;           /* resumed by tt_conn_upstream_drained() */
-            n = tt_parse_buf(&c->rqp, in, 0, avail, &e, NULL);
+            n = tt_parse_buf(&c->rqp, in, 0, avail, &e, NULL, NULL);
             if (c->rq == RQ_HOLD) {
                 evbuffer_remove_buffer(in, c->held, n);
                 if ((e == HPE_PAUSED && c->rq_msg_done) || (e == HPE_OK && hold_full(c))) {

@@ -39,10 +39,14 @@ void tt_conn_abort(struct tt_conn *c);
 /* the buffer response bytes are staged in, and handing them over */
 struct evbuffer *tt_conn_stage(struct tt_conn *c);
 void tt_conn_flush(struct tt_conn *c);
-/* <n> body bytes for the client, from a buffer the caller keeps: sent at
- * once when nothing is queued (a plain socket), the rest staged; returns
- * 0, or -1 when the client is behind (nothing taken: use the stage) */
-int  tt_conn_body(struct tt_conn *c, const char *buf, size_t n);
+/* room for a read of body bytes: -1 none (bytes staged, or buffer_bytes
+ * or more unsent), 0 nothing queued for the client, 1 some queued */
+int  tt_conn_room(struct tt_conn *c);
+/* <n> body bytes for the client, from a buffer the caller keeps, <room>
+ * what tt_conn_room() said before this read: sent at once when nothing is
+ * queued (a plain socket), the rest queued; returns 0, or -1 when the
+ * client is behind (nothing taken: use the stage) */
+int  tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room);
 /* does the client hold buffer_bytes or more unsent? (backpressure) */
 int  tt_conn_full(struct tt_conn *c);
 /* write the client's version of the response head; 0, or -1 when the

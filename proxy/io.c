@@ -14,10 +14,12 @@
 #include <event2/event.h>
 
 #include "metrics/record.h"
+#include "proxy/chunks.h"
 #include "proxy/httphead.h"
 
 size_t tt_parse_buf(llhttp_t *p, struct evbuffer *in, size_t off, size_t max,
-                    enum llhttp_errno *err, struct tt_head *scan)
+                    enum llhttp_errno *err, struct tt_head *scan,
+                    struct tt_chunks *chunks)
 {
     struct evbuffer_iovec v[8];
     struct evbuffer_ptr ptr;
@@ -41,15 +43,22 @@ size_t tt_parse_buf(llhttp_t *p, struct evbuffer *in, size_t off, size_t max,
             const char *base = v[i].iov_base;
             size_t len = v[i].iov_len;
             enum llhttp_errno e;
+            size_t used;
 
             if (len > max - done)
                 len = max - done;
-            e = llhttp_execute(p, base, len);
+            if (chunks != NULL) {
+                e = tt_chunks_execute(chunks, p, base, len, &used);
+            } else {
+                e = llhttp_execute(p, base, len);
+                if (e != HPE_OK) {
+                    const char *pos = llhttp_get_error_pos(p);
+                    used = pos != NULL && pos >= base ? (size_t)(pos - base) : 0;
+                    if (used > len)
+                        used = len;
+                }
+            }
             if (e != HPE_OK) {
-                const char *pos = llhttp_get_error_pos(p);
-                size_t used = pos != NULL && pos >= base ? (size_t)(pos - base) : 0;
-                if (used > len)
-                    used = len;
                 if (scan != NULL)
                     tt_head_scan(scan, base, used);
                 *err = e;

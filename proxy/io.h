@@ -15,6 +15,7 @@ struct evbuffer;
 struct event;
 struct bufferevent;
 struct tt_head;
+struct tt_chunks;
 
 /*
  * Run parser <p> over bytes [<off>, <off> + <max>) of <in>, in place.
@@ -22,9 +23,12 @@ struct tt_head;
  * llhttp's result (HPE_OK when all <max> bytes were consumed).  With
  * <scan>, consumed bytes are also checked for obs-fold.  An empty range
  * still runs the parser once, so that a bodyless message completes.
+ * With <chunks>, complete chunks are taken without llhttp where the parser
+ * stands between two of them (proxy/chunks.h).
  */
 size_t tt_parse_buf(llhttp_t *p, struct evbuffer *in, size_t off, size_t max,
-                    enum llhttp_errno *err, struct tt_head *scan);
+                    enum llhttp_errno *err, struct tt_head *scan,
+                    struct tt_chunks *chunks);
 
 /* the reason llhttp gives for its last error */
 const char *tt_parse_error(const llhttp_t *p, enum llhttp_errno e);

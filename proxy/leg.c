@@ -131,6 +131,18 @@ static int rs_on_body(llhttp_t *p, const char *at, size_t len)
     return 0;
 }
 
+static int rs_on_chunk_header(llhttp_t *p)
+{
+    struct tt_leg *l = p->data;
+    return tt_chunks_on_header(&l->chunks, p);
+}
+
+static int rs_on_chunk_complete(llhttp_t *p)
+{
+    struct tt_leg *l = p->data;
+    return tt_chunks_on_complete(&l->chunks);
+}
+
 static int rs_on_message_complete(llhttp_t *p)
 {
     struct tt_leg *l = p->data;
@@ -149,7 +161,9 @@ static void settings_init(void)
     rs_settings.on_header_field = rs_on_field;
     rs_settings.on_header_value = rs_on_value;
     rs_settings.on_headers_complete = rs_on_headers_complete;
-    rs_settings.on_body = rs_on_body;
+    rs_settings.on_body = rs_on_body;         /* returns 0 (proxy/chunks.h) */
+    rs_settings.on_chunk_header = rs_on_chunk_header;
+    rs_settings.on_chunk_complete = rs_on_chunk_complete;
     rs_settings.on_message_complete = rs_on_message_complete;
 }
 
@@ -699,7 +713,7 @@ void tt_leg_process(struct tt_leg *l)
         case LEG_WAIT_HEAD:
             if (avail == 0)
                 return;
-            n = tt_parse_buf(&l->rsp, in, 0, avail, &e, &l->rsh);
+            n = tt_parse_buf(&l->rsp, in, 0, avail, &e, &l->rsh, &l->chunks);
             evbuffer_drain(in, n);
             if (l->interim && e == HPE_PAUSED && l->msg_done) {
                 interim_head(l);
@@ -729,7 +743,7 @@ void tt_leg_process(struct tt_leg *l)
              * goes out with this read's body, in one write) */
             if (!l->shadow && tt_conn_full(l->c))
                 return;                     /* resumed by the client's write callback */
-            n = tt_parse_buf(&l->rsp, in, 0, avail, &e, NULL);
+            n = tt_parse_buf(&l->rsp, in, 0, avail, &e, NULL, &l->chunks);
             if (l->shadow || l->dechunk || l->inj != NULL) {
                 evbuffer_drain(in, n);
                 if (!l->shadow)
@@ -780,20 +794,16 @@ static int leg_bytes(void *arg, const char *buf, size_t n)
     struct tt_upconn *u = l->up;
     enum llhttp_errno e;
     size_t used = n;
+    int room;
 
     if (l->st != LEG_BODY || l->shadow || l->dechunk || l->inj != NULL ||
-        l->c == NULL || u == NULL || evbuffer_get_length(tt_conn_stage(l->c)) != 0 ||
-        tt_conn_full(l->c))
+        l->c == NULL || u == NULL || (room = tt_conn_room(l->c)) < 0)
         return 0;
     l->now = u->last_read;
     l->in_place = 1;                /* <buf> stays until body_read_done() */
-    e = llhttp_execute(&l->rsp, buf, n);
+    e = tt_chunks_execute(&l->chunks, &l->rsp, buf, n, &used);
     l->in_place = 0;
-    if (e != HPE_OK) {
-        const char *pos = llhttp_get_error_pos(&l->rsp);
-        used = pos != NULL && pos >= buf && pos <= buf + n ? (size_t)(pos - buf) : 0;
-    }
-    if (used > 0 && tt_conn_body(l->c, buf, used) < 0) {
+    if (used > 0 && tt_conn_body(l->c, buf, used, room) < 0) {
         evbuffer_add(tt_conn_stage(l->c), buf, used);   /* the client is behind */
         tt_conn_flush(l->c);
     }
@@ -1011,6 +1021,7 @@ void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
     evbuffer_add_buffer(bufferevent_get_output(u->bev), l->out);
     llhttp_init(&l->rsp, HTTP_RESPONSE, &rs_settings);
     l->rsp.data = l;
+    tt_chunks_reset(&l->chunks);
     l->head_done = l->msg_done = l->interim = 0;
     l->st = LEG_WAIT_HEAD;
     tt_timer_set(l->timer, l->t->response_ms);

@@ -27,6 +27,7 @@
 #include <llhttp.h>
 
 #include "metrics/request.h"
+#include "proxy/chunks.h"
 #include "proxy/httphead.h"
 #include "proxy/target.h"
 
@@ -66,6 +67,7 @@ struct tt_leg {
     struct { const char *p; size_t n; } span[TT_LEG_SPANS];
     unsigned                nspan;  /* in-place body parts of this read, before side */
     llhttp_t                rsp;
+    struct tt_chunks        chunks; /* rsp's chunk boundaries (proxy/chunks.h) */
     struct tt_head          rsh;
     enum tt_leg_state       st;
     uint64_t                now;    /* stamp of the callback being handled */
