@@ -274,6 +274,46 @@ static void keep_data(struct tt_sse *d)
         oversize(d);            /* out of memory: the event cannot be kept */
 }
 
+/*
+ * A live stream's usual event, whole at <p> with nothing pending: one data
+ * line ended by an empty line ("data: V" LF LF, or CRLF CRLF), delivered
+ * as process_line() and dispatch() would deliver it, without going
+ * through them.  Returns where the event ends, or NULL when it is not that
+ * event (the general path takes it).
+ */
+static const char *whole_event(struct tt_sse *d, const char *p, const char *end,
+                               tt_sse_cb cb, void *ctx)
+{
+    struct tt_sse_event ev;
+    const char *val = p + 5, *q;
+
+    if (end - p < 7 || memcmp(p, "data:", 5) != 0)
+        return NULL;
+    q = line_end(val, end);
+    if (end - q >= 2 && q[0] == '\n' && q[1] == '\n') {
+        end = q + 2;
+    } else if (end - q >= 4 && memcmp(q, "\r\n\r\n", 4) == 0) {
+        end = q + 4;
+    } else {
+        return NULL;
+    }
+    if (val[0] == ' ')
+        val++;
+    if ((size_t)(q - val) >= d->max_event)
+        return NULL;                    /* oversize: process_line() counts it */
+    ev.name = d->name;
+    ev.name_len = d->name_len;
+    ev.data = val;
+    ev.data_len = (size_t)(q - val);
+    d->dispatched++;
+    cb(ctx, &ev);
+    if (d->name_len != 0) {
+        d->name_len = 0;
+        d->name[0] = '\0';
+    }
+    return end;
+}
+
 static void feed_bytes(struct tt_sse *d, const char *p, size_t len,
                        tt_sse_cb cb, void *ctx)
 {
@@ -282,6 +322,11 @@ static void feed_bytes(struct tt_sse *d, const char *p, size_t len,
     while (p < end) {
         const char *q;
 
+        if (!d->cr && !d->skip_line && d->line_len == 0 && !d->has_data &&
+            !d->skip_event && *p == 'd' && (q = whole_event(d, p, end, cb, ctx)) != NULL) {
+            p = q;
+            continue;
+        }
         if (d->cr) {
             d->cr = 0;
             if (*p == '\n') {

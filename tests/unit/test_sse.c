@@ -312,6 +312,71 @@ static void test_sse_split_invariance(void **state)
     }
 }
 
+/*
+ * The whole-event path (one data line and its empty line, wholly in one
+ * feed) must decode as the general path does: random streams mixing such
+ * events with every other shape are decoded whole, where the path takes
+ * them, and a byte at a time, where it never can, and the two compared.
+ */
+static void test_sse_whole_event_path(void **state)
+{
+    static const char *const tok[] = {
+        "data:", "data: ", "data:  ", "event: e", "event:", "id: 1", ": c",
+        "data", "dat", "a", "{}", " ", "x\ry", "0123456789abcdefghij",
+        "\n", "\n", "\r\n", "\r", "\n\n", "\r\n\r\n",
+    };
+    static const char *const whole[] = {
+        "data: {\"a\":1}\n\n", "data:{}\r\n\r\n", "data:\n\n", "data: \n\n",
+        "data:  two spaces\n\n", "data: 0123456789abcdefghijklm\n\n",
+        "data: 0123456789abcdefghijklmnop\r\n\r\n",
+    };
+    static const char *const near[] = {     /* shapes the path must refuse */
+        "data: v\r\n\r", "data: v\n\r\n", "data: v\r\r", "data: v\n",
+        "data: v\r\n", "data: v\rdata: w\n\n", "data: v\n\r", "data: v\r\n\n",
+        "data: v", "data:v\ndata:w\n\n",
+    };
+    uint32_t seed = 7;
+    int round, canonical = 0, events = 0, over_rounds = 0;
+    static char in[4096];
+
+    (void)state;
+    for (round = 0; round < 3000; round++) {
+        size_t len = 0;
+        int k, at_edge = 1, n = 1 + (int)(rng(&seed) % 40);
+        struct out a, b;
+        uint32_t oa = 0, ob = 0;
+
+        for (k = 0; k < n; k++) {
+            const char *t;
+            if (at_edge && rng(&seed) % 2 == 0) {
+                t = whole[rng(&seed) % (sizeof(whole) / sizeof(whole[0]))];
+                canonical++;
+            } else if (at_edge && rng(&seed) % 2 == 0) {
+                t = near[rng(&seed) % (sizeof(near) / sizeof(near[0]))];
+            } else {
+                t = tok[rng(&seed) % (sizeof(tok) / sizeof(tok[0]))];
+            }
+            assert_true(len + strlen(t) < sizeof(in));
+            memcpy(in + len, t, strlen(t));
+            len += strlen(t);
+            at_edge = len >= 2 && in[len - 1] == '\n' &&
+                      (in[len - 2] == '\n' || (len >= 4 && memcmp(in + len - 4, "\r\n\r\n", 4) == 0));
+        }
+        sse_run(in, len, 0, 24, round % 2, &a, &oa);
+        sse_run(in, len, 1, 24, round % 2, &b, &ob);
+        if (strcmp(a.buf, b.buf) != 0 || oa != ob)
+            fail_msg("round %d: whole \"%s\" (%u oversize), bytes \"%s\" (%u)",
+                     round, a.buf, oa, b.buf, ob);
+        assert_int_equal(a.n, b.n);
+        events += a.n;
+        over_rounds += oa > 0;
+    }
+    /* the mix reached the path, the general path and the bound often */
+    assert_true(canonical > 5000);
+    assert_true(events > 7000);
+    assert_true(over_rounds > 600);
+}
+
 /* no allocation per event once the buffers have grown */
 static void test_sse_buffers_reused(void **state)
 {
@@ -545,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_sse_oversize),
         cmocka_unit_test(test_sse_oversize_boundary),
         cmocka_unit_test(test_sse_split_invariance),
+        cmocka_unit_test(test_sse_whole_event_path),
         cmocka_unit_test(test_sse_buffers_reused),
         cmocka_unit_test(test_sse_data_in_place),
         cmocka_unit_test(test_ndjson_lines),
