@@ -17,6 +17,16 @@ static const uint64_t bounds_ns[TT_DELAY_NB] = {
     1000000, 2000000, 5000000, 10000000, 25000000, 50000000, 100000000,
     250000000, 1000000000,
 };
+/* the first bucket a value of bit length L (2^(L-1) <= v < 2^L) can fall
+ * in: neighbouring bounds are at most 2.5 apart, so one comparison more
+ * at most finds its bucket (tests/unit/test_delay.c checks the table) */
+static const unsigned char first_bucket[65] = {
+     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  1,  2,  2,  3,  4,
+     5,  6,  7,  8,  9, 10, 11, 11, 12, 13, 14, 15, 16, 17, 17, 18,
+    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18,
+    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18,
+    18,
+};
 static const char *const dir_names[TT_DELAY__COUNT] = { "response", "request" };
 
 static void bump(_Atomic uint64_t *x, uint64_t v)
@@ -30,10 +40,11 @@ void tt_delay_observe(struct tt_delay *d, enum tt_delay_dir dir, uint64_t read_n
                       uint64_t now_ns)
 {
     uint64_t v = now_ns > read_ns ? now_ns - read_ns : 0;
-    unsigned i = 0;
+    unsigned i;
 
     if (d == NULL || read_ns == 0)
         return;
+    i = first_bucket[v == 0 ? 0 : 64 - __builtin_clzll(v)];
     while (i < TT_DELAY_NB && v > bounds_ns[i])
         i++;
     bump(&d->b[dir][i], 1);
