@@ -98,7 +98,7 @@ enum llhttp_errno tt_chunks_execute(struct tt_chunks *c, llhttp_t *p,
         enum llhttp_errno e;
         const char *pos;
 
-        if (c->edge) {
+        if (c != NULL && c->edge) {
             off = (size_t)(take(p, body_cb(p), b + off, b + n) - b);
             if (off == n) {
                 *used = n;
@@ -113,7 +113,7 @@ enum llhttp_errno tt_chunks_execute(struct tt_chunks *c, llhttp_t *p,
         }
         pos = llhttp_get_error_pos(p);
         off = pos != NULL && pos >= buf + off && pos <= buf + n ? (size_t)(pos - buf) : off;
-        if (e != HPE_PAUSED || !c->paused) {
+        if (e != HPE_PAUSED || c == NULL || !c->paused) {
             *used = off;
             return e;
         }

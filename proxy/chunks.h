@@ -41,7 +41,8 @@ int tt_chunks_on_complete(struct tt_chunks *c);
 
 /*
  * llhttp_execute(p, buf, n), with canonical complete chunks taken directly
- * where the parser stands between chunks.  *<used>: the bytes parsed (all
+ * where the parser stands between chunks (<c> NULL: llhttp alone, for a
+ * parser without the chunk callbacks).  *<used>: the bytes parsed (all
  * of them on HPE_OK; up to the error or the pause otherwise, as
  * llhttp_get_error_pos() would tell).
  */

@@ -47,17 +47,7 @@ size_t tt_parse_buf(llhttp_t *p, struct evbuffer *in, size_t off, size_t max,
 
             if (len > max - done)
                 len = max - done;
-            if (chunks != NULL) {
-                e = tt_chunks_execute(chunks, p, base, len, &used);
-            } else {
-                e = llhttp_execute(p, base, len);
-                if (e != HPE_OK) {
-                    const char *pos = llhttp_get_error_pos(p);
-                    used = pos != NULL && pos >= base ? (size_t)(pos - base) : 0;
-                    if (used > len)
-                        used = len;
-                }
-            }
+            e = tt_chunks_execute(chunks, p, base, len, &used);
             if (e != HPE_OK) {
                 if (scan != NULL)
                     tt_head_scan(scan, base, used);
