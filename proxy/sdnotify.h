@@ -7,6 +7,10 @@
  * proxy/sdnotify.c; called by proxy/server.c at start, on signals and at
  * exit.  Without NOTIFY_SOCKET every call is a no-op.
  *
+ * No call waits for the receiver: messages are queued for a sender thread
+ * (sd_notify() blocks while the socket's queue is full), and tt_sd_free()
+ * gives what is still queued one second before it returns without it.
+ *
  * Liveness: every registered event loop runs a timer that bumps its own
  * counter every WATCHDOG_USEC/8; the main loop checks every WATCHDOG_USEC/4
  * and pings only when every counter moved since the previous check, so a

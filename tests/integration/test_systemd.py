@@ -90,6 +90,51 @@ def test_status_counts_requests_in_flight(t):
                    "STATUS=3 requests, 0 in flight")
 
 
+def fill_notify_queue(px):
+    """fill the receive queue of px's NOTIFY_SOCKET with junk until the
+    kernel refuses more: a blocking send to it now waits until we read"""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.setblocking(False)
+    n = 0
+    try:
+        while True:
+            s.sendto(b"JUNK=1", "\0" + px.notify.addr[1:])
+            n += 1
+    except BlockingIOError:
+        pass
+    finally:
+        s.close()
+    return n
+
+
+def test_notify_reader_stuck_never_stops_the_proxy(t):
+    """nothing reads NOTIFY_SOCKET (a full queue; status every 100 ms with
+    WATCHDOG_USEC): the proxy still serves, SIGHUP's RELOADING=1 and READY=1
+    wait and arrive in order once read, and SIGTERM exits 0 at once, saying
+    what was not delivered (sd_notify on the loop would block it for good)"""
+    sim = t.sim()
+    px = t.proxy(sim.url, env_extra={"WATCHDOG_USEC": "400000"})
+    n = len(px.notify.drain())
+    t.check(fill_notify_queue(px) > 0, "notify queue filled")
+    px.signal(signal.SIGHUP)
+    for i in range(3):
+        r = px.post("/v1/chat/completions", chat_body({"tokens": 2}))
+        t.eq(r.status, 200, f"request {i} while the notify queue is full")
+    reloading = px.notify.wait(lambda m: m.get("RELOADING") == "1", 10 * t.slow, px,
+                               "RELOADING=1, late")
+    ready = px.notify.wait(lambda m: m.get("READY") == "1" and px.notify.messages.index(m) > n,
+                           10 * t.slow, px, "READY=1 after RELOADING=1, late")
+    t.check(px.notify.messages.index(reloading) < px.notify.messages.index(ready),
+            "RELOADING=1 before READY=1")
+    t.eq(px.post("/v1/chat/completions", chat_body({"tokens": 2})).status, 200, "request")
+    t.check(fill_notify_queue(px) > 0, "notify queue filled again")
+    t.eq(px.stop(), 0, "exit status after SIGTERM with the notify queue full")
+    log = px.stderr().decode("utf-8", "replace")
+    t.check(re.search(r"systemd: \d+ notifications? not delivered within 1000 ms: "
+                      r"nothing reads NOTIFY_SOCKET", log), f"log: {log[-400:]!r}")
+    t.eq(len(px.records(4)), 4, "records")
+
+
 def test_watchdog_pings_with_watchdog_usec(t):
     """WATCHDOG_USEC=400000: WATCHDOG=1 arrives every 100 ms (a quarter of
     it) while the loops run; without WATCHDOG_USEC there is none"""

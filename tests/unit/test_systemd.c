@@ -3,7 +3,9 @@
  * NOTIFY_SOCKET (an abstract AF_UNIX datagram socket of the test) from
  * READY=1, STATUS=, RELOADING=1, STOPPING=1 and the watchdog, in
  * particular that an event loop that does not run stops the WATCHDOG=1
- * pings while the status keeps coming; and the ready file's content.
+ * pings while the status keeps coming; that a receiver that does not read
+ * never stops the caller (the messages wait, in order, and the exit waits
+ * for them a bounded time); and the ready file's content.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -19,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -187,6 +191,101 @@ static void test_stuck_loop_stops_watchdog(void **state)
     tt_agg_free(agg);
 }
 
+/* fill our socket's receive queue with junk until the kernel refuses more:
+ * from now on a blocking send to it waits until we read */
+static int fill_queue(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), n = 0;
+
+    assert_true(s >= 0);
+    assert_int_equal(getsockname(nsock, (struct sockaddr *)&ss, &len), 0);
+    while (sendto(s, "JUNK=1", 6, 0, (struct sockaddr *)&ss, len) == 6)
+        n++;
+    assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+    close(s);
+    return n;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* the next message that is not our junk */
+static int next_note(char *buf, size_t len, int ms)
+{
+    while (next_msg(buf, len, ms) == 0)
+        if (!has_line(buf, "JUNK=1"))
+            return 0;
+    return -1;
+}
+
+static void test_stuck_reader_never_blocks(void **state)
+{
+    struct tt_agg_opts o = { 0 };
+    struct tt_agg *agg = tt_agg_new(&o);
+    struct event_base *base = event_base_new();
+    struct tt_sd *sd;
+    char msg[512];
+    double t0;
+    int i, statuses = 0;
+
+    (void)state;
+    setenv("WATCHDOG_USEC", "80000", 1);    /* a status every 20 ms */
+    sd = tt_sd_new(base, agg);
+    assert_non_null(sd);
+    assert_int_equal(tt_sd_watch_loop(sd, base), 0);
+    assert_true(fill_queue() > 0);
+    /* every call returns although nothing can be delivered (sd_notify()
+     * called here would block in the first one); alarm(): a hang fails */
+    alarm(20);
+    tt_sd_ready(sd, "up");
+    for (i = 0; i < 60; i++)        /* 60 ticks: far more than the queue */
+        run_once(base);
+    tt_sd_reloading(sd);
+    run_once(base);
+    tt_sd_reloaded(sd);
+    run_once(base);
+
+    /* the reader catches up: the state messages in order, the ticks merged */
+    assert_int_equal(next_note(msg, sizeof(msg), 2000), 0);
+    assert_true(has_line(msg, "READY=1"));
+    assert_true(has_line(msg, "STATUS=up"));
+    for (;;) {
+        assert_int_equal(next_note(msg, sizeof(msg), 2000), 0);
+        if (!has_line(msg, "STATUS=0 requests, 0 in flight"))
+            break;
+        statuses++;
+    }
+    assert_true(has_line(msg, "RELOADING=1"));
+    assert_int_equal(statuses, 1);      /* one waiting tick, replaced 59 times */
+    do
+        assert_int_equal(next_note(msg, sizeof(msg), 2000), 0);
+    while (!has_line(msg, "READY=1"));
+    assert_true(has_line(msg, "STATUS=0 requests, 0 in flight"));
+
+    /* stuck again at exit: STOPPING=1 cannot go, tt_sd_free() waits about a
+     * second for it, then returns */
+    fill_queue();
+    tt_sd_stopping(sd);
+    t0 = now_s();
+    tt_sd_free(sd);
+    assert_true(now_s() - t0 >= 0.9);
+    assert_true(now_s() - t0 < 10);
+    alarm(0);
+    /* the sender left behind delivers once we read, then ends by itself */
+    do
+        assert_int_equal(next_note(msg, sizeof(msg), 2000), 0);
+    while (!has_line(msg, "STOPPING=1"));
+    event_base_free(base);
+    tt_agg_free(agg);
+}
+
 static void test_ready_file(void **state)
 {
     char dir[] = "/tmp/tt-ready-XXXXXX", path[128], tmp[160], buf[512], err[256];
@@ -228,6 +327,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ready_status_reload_stopping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stuck_loop_stops_watchdog, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stuck_reader_never_blocks, setup, teardown),
         cmocka_unit_test(test_ready_file),
     };
     evthread_use_pthreads();
