@@ -77,3 +77,37 @@ def test_sigterm_refuses_new_connections(t):
     rc = px.wait(10 * t.slow)
     t.eq(outcome, "refused", "a new connection during the drain")
     t.eq(rc, 0, "exit status after the drain")
+
+
+@timeout(60)
+def test_drain_grace_over_closes_held_stream(t):
+    """a stream whose upstream goes silent (60 s between tokens) when
+    SIGTERM arrives: at the end of drain_timeout (1 s here) tokentap closes
+    it, records it as cut by the shutdown and exits 0; it neither waits for
+    the upstream nor past the grace"""
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=["--drain-timeout", "1s"])
+    c = px.conn(timeout=30)
+    c.send(build_request("POST", "/v1/chat/completions",
+                         harness.chat_body({"tokens": 3, "gap_ms": 60000, "ttft_ms": 1}),
+                         headers=[("X-Request-Id", "held-1")]))
+    r = c.read_head()
+    t.eq(r.status, 200, "status")
+    c.read_body(r, "POST", stop=lambda r, body: b'"content":"tok' in body)
+    px.signal(signal.SIGTERM)
+    t_term = time.monotonic()
+    rc = px.wait(10 * t.slow)
+    dt = time.monotonic() - t_term
+    t.check(rc is not None, "tokentap still running 10 s after SIGTERM with a 1 s grace")
+    t.eq(rc, 0, "exit status")
+    t.check(dt >= 0.9, f"exited {dt:.2f}s after SIGTERM, before the 1 s grace was over")
+    c.read_body(r, "POST")
+    t.check(not r.complete, "the held stream looks complete to the client")
+    log = px.stderr().decode("utf-8", "replace")
+    t.check("drain grace period over, closing 1 connections and 0 shadow requests" in log,
+            f"log: {log[-400:]!r}")
+    mine = [x for x in px.records() if x["metadata"].get("x_request_id") == "held-1"]
+    t.eq(len(mine), 1, "records of the held stream")
+    t.check(mine[0]["error"] is not None and "shutting down" in str(mine[0]["error"]),
+            f"record error: {mine[0]['error']!r}")
+    t.eq(harness.metric(mine[0], "output_sequence_length"), 1, "output_sequence_length")
