@@ -7,6 +7,11 @@
 # measures
 #   lat100  lateness of each token event vs the sim's schedule, 100 streams x 50 ev/s
 #   lat1    the same on a single stream
+#   mix1    every configuration at once, one stream each, their events
+#           interleaved over the gap (sse_load with one --connect each):
+#           the same moments of the machine for all, so that one-way delays
+#           compare within the run; mix100: 100 streams in all, shared
+#           by the sim direct, nginx and tokentap (with and without records)
 #   tput    events/s through one worker with gap 0, and the proxy's CPU -> events/s per core
 #   wrk2    tokentap --workers 1 vs 2 under the same saturating load
 #   ttft    client-observed TTFT vs tokentap's record TTFT (matched by X-Request-Id)
@@ -20,7 +25,7 @@
 #
 # Knobs (environment): BENCH_ROUNDS (3), BENCH_ONEWAY=1 (also an NDJSON run with
 # the sim's CLOCK_REALTIME stamps: true one-way delay), BENCH_HOLD (streams for
-# the hold test, default min(10000, (ulimit -n - 64)/2)), BENCH_SKIP="hold ..."
+# the hold test, default min(10000, (ulimit -n - 64)/2)), BENCH_SKIP="hold mix100 ..."
 # BENCH_SUMMARY=FILE prints the summary of an earlier bench-results.txt,
 # BENCH_KEEP=1 keeps the temp dir, BENCH_TT_BASE=BINARY adds that tokentap as
 # "tokentap (base)", BENCH_PIN=0 turns off pinning (proxies on CPU 0, the sims
@@ -207,6 +212,14 @@ fi
 start_tt ttshadow 1 "" --shadow "cand=http://127.0.0.1:$SIM2"
 CFGS="$CFGS ttshadow"
 
+# mix100: 100 streams in all, the load of lat100 (5,000 events/s), shared
+# by the sim direct, nginx and tokentap with and without records (and the
+# base build): 25 (20) streams each.  100 each would be 20,000-25,000
+# events/s, which saturates this 2-vCPU machine (direct p50 0.5-2 ms).
+MIX100="" n=0
+for c in $CFGS; do case $c in direct|nginx|tt|ttrec|ttbase) MIX100="$MIX100 $c"; n=$((n + 1)) ;; esac; done
+MIX100_STREAMS=$((100 / n))
+
 # load TEST CFG ROUND sse_load-args...  -> one line in $RES
 load() {
     t=$1 c=$2 r=$3; shift 3
@@ -220,6 +233,26 @@ load() {
 }
 skip() { case $SKIP in *" $1 "*) return 0 ;; esac; return 1; }
 
+# loadmix TEST ROUND "CFG..." sse_load-args...  -> one line per configuration
+# in $RES: all of them in one sse_load run, the order turned by one each
+# round (so that no configuration always follows the same one in the gap)
+loadmix() {
+    t=$1 r=$2 cfgs=$3; shift 3
+    n=0; for c in $cfgs; do n=$((n + 1)); done
+    k=$((r % n)) i=0 head="" tail=""
+    for c in $cfgs; do
+        eval "p=\$${c}_PORT"
+        if [ $i -lt $k ]; then tail="$tail --connect $c=127.0.0.1:$p"; else head="$head --connect $c=127.0.0.1:$p"; fi
+        i=$((i + 1))
+    done
+    printf '  %-6s %-8s round %s ... ' "$t" "all" "$r" >&2
+    # shellcheck disable=SC2086
+    out=$($PINL "$L" --prefix "$t-$r" $head $tail "$@" | grep '^RESULT target=')
+    [ "$r" = 0 ] || echo "$out" | sed "s/^RESULT target=\([^ ]*\)/test=$t cfg=\1 round=$r RESULT/" >>"$RES"
+    echo "$out" | sed -n 's/^RESULT target=\([^ ]*\) .* ow_p99_us=\([0-9.]*\).*/\1 \2/p' | tr '\n' ' ' >&2
+    echo >&2
+}
+
 if ! skip cg && command -v valgrind >/dev/null 2>&1; then
     echo "bench: callgrind (bench/callgrind.sh) ..." >&2
     (cd "$D/.." && sh bench/callgrind.sh "$B") | sed 's/^CG /CG cfg=tt /' >"$T/cg.txt"
@@ -230,7 +263,7 @@ fi
 
 echo "bench: $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), ulimit -n $NOFILE, temp $T" >&2
 
-if ! skip lat100 || ! skip lat1; then
+if ! skip lat100 || ! skip lat1 || ! skip mix1 || ! skip mix100; then
     # round 0 warms every configuration up (upstream connections opened,
     # buffers allocated, pages touched) and is not counted: the first
     # round used to be the worst for every proxy (BENCH_WARM=0: none)
@@ -243,6 +276,8 @@ if ! skip lat100 || ! skip lat1; then
                 load lat100 "$c" $r --stamp --align --streams 100 --ttft 20 --tokens 100 --gap 20 --warmup 1 --duration 3 $recarg; }
             skip lat1 || load lat1 "$c" $r --stamp --align --streams 1 --ttft 20 --tokens 100 --gap 20 --warmup 0.3 --duration 4
         done
+        skip mix1 || loadmix mix1 $r "$CFGS" --stamp --align --streams 1 --ttft 20 --tokens 100 --gap 20 --warmup 0.3 --duration 10
+        skip mix100 || loadmix mix100 $r "$MIX100" --stamp --align --streams $MIX100_STREAMS --ttft 20 --tokens 100 --gap 20 --warmup 1 --duration 4
         r=$((r + 1))
     done
 fi
@@ -426,6 +461,26 @@ function ratio(t, c,   r, n, a, i, j, x) {
     for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
     return ((n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2) " " a[1] " " a[n]
 }
+# the one-way tables of tests <t100> (100 streams) and <t1> (one stream):
+# percentiles, added over direct, and against nginx, paired within rounds
+function ow_tables(t100, t1, how, pairing, l100, l1,   i, c) {
+    printf "\nOne-way delay per event, %s, ms, median of %d rounds (%s)\n", how, rounds, pin
+    printf "%-18s | %7s %7s %7s | %7s %7s %7s\n", "config", l100 " p50", "p90", "p99", l1 " p50", "p90", "p99"
+    for (i = 1; i <= no; i++) { c = order[i]; if (g(t100, c, "ow_p50_us") == "" && g(t1, c, "ow_p50_us") == "") continue
+        printf "%-18s | %7s %7s %7s | %7s %7s %7s\n", name[c], ms(g(t100, c, "ow_p50_us")), ms(g(t100, c, "ow_p90_us")),
+          ms(g(t100, c, "ow_p99_us")), ms(g(t1, c, "ow_p50_us")), ms(g(t1, c, "ow_p90_us")), ms(g(t1, c, "ow_p99_us")) }
+    printf "\nAdded one-way delay per event, ms: %s, median [min max]\n", pairing
+    printf "%-18s | %-25s %-25s | %-25s %-25s\n", "config", l100 " +p50", "+p99", l1 " +p50", "+p99"
+    for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || (g(t100, c, "ow_p50_us") == "" && g(t1, c, "ow_p50_us") == "")) continue
+        printf "%-18s | %-25s %-25s | %-25s %-25s\n", name[c], spr(paired(t100, c, "ow_p50_us")), spr(paired(t100, c, "ow_p99_us")),
+          spr(paired(t1, c, "ow_p50_us")), spr(paired(t1, c, "ow_p99_us")) }
+    if (g(t100, "nginx", "ow_p50_us") == "" && g(t1, "nginx", "ow_p50_us") == "") return
+    printf "\nOne-way delay per event against nginx, ms: %s, config - nginx, median [min max], rounds at or below nginx\n", how
+    printf "%-18s | %-30s %-30s | %-30s %-30s\n", "config", l100 " p50", "p99", l1 " p50", "p99"
+    for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || c == "nginx" || (g(t100, c, "ow_p50_us") == "" && g(t1, c, "ow_p50_us") == "")) continue
+        printf "%-18s | %-30s %-30s | %-30s %-30s\n", name[c], svs(pairedvs(t100, c, "nginx", "ow_p50_us")), svs(pairedvs(t100, c, "nginx", "ow_p99_us")),
+          svs(pairedvs(t1, c, "nginx", "ow_p50_us")), svs(pairedvs(t1, c, "nginx", "ow_p99_us")) }
+}
 function rat(x,   p) { if (x == "") return "-"; split(x, p, " "); return sprintf("%.3f [%.3f %.3f]", p[1], p[2], p[3]) }
 function fmt(x, d) { return x == "" ? "-" : sprintf("%." d "f", x) }
 function ms(x) { return x == "" ? "-" : sprintf("%.3f", x / 1000) }
@@ -455,6 +510,9 @@ END {
         printf "%-18s | %-40s %12s %8s\n", "config", "workload", "Ir/event", "events"
         for (i = 1; i <= ncg; i++) printf "%-18s | %-40s %12s %8s\n", cgw[i] == "sim-nginx" ? "nginx" : name[cgc[i]], cgw[i], cgir[i], cgev[i]
     }
+    if (g("mix100", "direct", "ow_p50_us") != "" || g("mix1", "direct", "ow_p50_us") != "")
+        ow_tables("mix100", "mix1", "every configuration at once (interleaved in the gap; sim send stamp -> client read)",
+                  "all at once: config - direct within each round", "100 in all", "1 each")
     if (has["lat100"] || has["lat1"]) {
         printf "\nPer-event lateness vs the sim schedule, ms (median of %d rounds); added = config - direct\n", rounds
         printf "%-18s | %-31s | %-31s\n", "", "100 streams x 50 ev/s", "1 stream x 50 ev/s"
@@ -485,22 +543,9 @@ END {
     if (g("lat100", "direct", "ow_p50_us") != "" || g("lat1", "direct", "ow_p50_us") != "") {
         # the same events, timed from the send stamp of the sim: its
         # timer and wake-up jitter and the request path drop out
-        printf "\nOne-way delay per event, sim send -> client read (the sim CLOCK_MONOTONIC stamp in each event), ms (median of %d rounds; %s)\n", rounds, pin
-        printf "%-18s | %7s %7s %7s | %7s %7s %7s\n", "config", "100 p50", "p90", "p99", "1 p50", "p90", "p99"
-        for (i = 1; i <= no; i++) { c = order[i]; if (g("lat100", c, "ow_p50_us") == "" && g("lat1", c, "ow_p50_us") == "") continue
-            printf "%-18s | %7s %7s %7s | %7s %7s %7s\n", name[c], ms(g("lat100", c, "ow_p50_us")), ms(g("lat100", c, "ow_p90_us")),
-              ms(g("lat100", c, "ow_p99_us")), ms(g("lat1", c, "ow_p50_us")), ms(g("lat1", c, "ow_p90_us")), ms(g("lat1", c, "ow_p99_us")) }
-        printf "\nAdded one-way delay per event, ms: config - direct paired within each round, median [min max]\n"
-        printf "%-18s | %-25s %-25s | %-25s %-25s\n", "config", "100 streams +p50", "+p99", "1 stream +p50", "+p99"
-        for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || (g("lat100", c, "ow_p50_us") == "" && g("lat1", c, "ow_p50_us") == "")) continue
-            printf "%-18s | %-25s %-25s | %-25s %-25s\n", name[c], spr(paired("lat100", c, "ow_p50_us")), spr(paired("lat100", c, "ow_p99_us")),
-              spr(paired("lat1", c, "ow_p50_us")), spr(paired("lat1", c, "ow_p99_us")) }
+        ow_tables("lat100", "lat1", "each configuration in its own slot, sim send -> client read (the sim CLOCK_MONOTONIC stamp in each event)",
+                  "config - direct paired within each round", "100 streams", "1 stream")
         if (g("lat100", "nginx", "ow_p50_us") != "" || g("lat1", "nginx", "ow_p50_us") != "") {
-            printf "\nOne-way delay per event against nginx, ms: config - nginx paired within each round, median [min max], rounds at or below nginx\n"
-            printf "%-18s | %-30s %-30s | %-30s %-30s\n", "config", "100 streams p50", "p99", "1 stream p50", "p99"
-            for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || c == "nginx" || (g("lat100", c, "ow_p50_us") == "" && g("lat1", c, "ow_p50_us") == "")) continue
-                printf "%-18s | %-30s %-30s | %-30s %-30s\n", name[c], svs(pairedvs("lat100", c, "nginx", "ow_p50_us")), svs(pairedvs("lat100", c, "nginx", "ow_p99_us")),
-                  svs(pairedvs("lat1", c, "nginx", "ow_p50_us")), svs(pairedvs("lat1", c, "nginx", "ow_p99_us")) }
             printf "\nClient TTFT against nginx (the request path, once per stream), ms: config - nginx paired within each round, median [min max], rounds at or below nginx\n"
             printf "%-18s | %-30s %-30s | %-30s %-30s\n", "config", "100 streams p50", "p99", "1 stream p50", "p99"
             for (i = 1; i <= no; i++) { c = order[i]; if (c == "direct" || c == "nginx" || (g("lat100", c, "cttft_p50_us") == "" && g("lat1", c, "cttft_p50_us") == "")) continue
@@ -589,6 +634,10 @@ END {
             line = line sprintf("%s\"%s\":%s", line == "" ? "" : ",", p[3], med(k)) }
         if (line == "") continue
         extra = ""
+        if (t ~ /^mix/ && c != "direct") {
+            split(paired(t, c, "ow_p50_us"), a5, " "); split(paired(t, c, "ow_p99_us"), a9, " ")
+            if (a5[1] != "") extra = sprintf(",\"added_ow_p50_us\":{\"median\":%s,\"min\":%s,\"max\":%s},\"added_ow_p99_us\":{\"median\":%s,\"min\":%s,\"max\":%s}", a5[1], a5[2], a5[3], a9[1], a9[2], a9[3])
+        }
         if (t ~ /^lat/ && c != "direct") {
             split(paired(t, c, "lat_p50_us"), a5, " "); split(paired(t, c, "lat_p99_us"), a9, " ")
             if (a5[1] != "") extra = sprintf(",\"added_p50_us\":{\"median\":%s,\"min\":%s,\"max\":%s},\"added_p99_us\":{\"median\":%s,\"min\":%s,\"max\":%s}", a5[1], a5[2], a5[3], a9[1], a9[2], a9[3])

@@ -37,6 +37,16 @@
  * matched by metadata.x_request_id and |client TTFT - record TTFT| is
  * summarised.
  *
+ * Several configurations at once: --connect LABEL=HOST:PORT given up to 8
+ * times opens --streams connections to each; connection i goes to target
+ * i mod T, so with --align their phases interleave over the gap (one
+ * stream each: target j sends at j * gap / T).  Every configuration then
+ * lives through the same moments of the machine (a pause of the VM, a
+ * neighbour's burst) instead of each getting a slot of its own, and its
+ * figures are comparable within the one run.  Besides the line for all,
+ * one "RESULT target=LABEL ..." line each gives its lateness and one-way
+ * percentiles.
+ *
  * Only events arriving inside [warmup end, warmup end + duration) count.
  * One line "RESULT key=value ..." goes to stdout.
  *
@@ -63,9 +73,9 @@
 #include <unistd.h>
 
 #define MAXPIDS 4
+#define MAXTARGETS 8
 
 static struct {
-    struct sockaddr_in addr;
     int streams, ttft_ms, tokens, gap_ms, tpe, ollama, stamp, align;
     double duration, warmup, ramp;
     const char *prefix, *records;
@@ -118,7 +128,7 @@ static double pct(struct vec *a, double p) /* call after sort */
 enum { S_IDLE, S_CONNECTING, S_HEAD, S_CSIZE, S_CDATA, S_CCRLF, S_TRAILER };
 
 struct conn {
-    int fd, state, id;
+    int fd, state, id, tgt;
     uint64_t send_ns, first_tok_ns;
     unsigned reqno;           /* global request number */
     int tok;                  /* token events seen in this response */
@@ -130,6 +140,16 @@ struct conn {
     uint64_t send_at;         /* --align: the next request waits for this slot, 0 none */
     int retry;                /* failed: reconnect on the next retry tick */
 };
+
+/* one --connect: where, and its own share of the figures */
+struct target {
+    struct sockaddr_in addr;
+    const char *label;          /* "" with a single unlabelled --connect */
+    struct vec lat, oneway;
+    uint64_t tokens_win;
+};
+static struct target targets[MAXTARGETS];
+static int ntargets;
 
 static struct conn *conns;
 static int ep;
@@ -194,7 +214,7 @@ static void conn_start(struct conn *c)
     c->fd = fd;
     c->state = S_CONNECTING;
     struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
-    if (connect(fd, (struct sockaddr *)&opt.addr, sizeof(opt.addr)) < 0 && errno != EINPROGRESS) {
+    if (connect(fd, (struct sockaddr *)&targets[c->tgt].addr, sizeof(targets[c->tgt].addr)) < 0 && errno != EINPROGRESS) {
         conn_fail(c, strerror(errno));
         return;
     }
@@ -248,19 +268,28 @@ static void on_event(struct conn *c, const char *e, size_t n, uint64_t t, int64_
         }
     }
     if (!in) return;
+    struct target *tg = &targets[c->tgt];
     tokens_win++;
+    tg->tokens_win++;
     uint64_t sched = c->send_ns + (uint64_t)opt.ttft_ms * 1000000ull +
                      (uint64_t)(k / 1) * (uint64_t)opt.gap_ms * 1000000ull;
     vpush(&lat, (int64_t)t - (int64_t)sched);
+    vpush(&tg->lat, (int64_t)t - (int64_t)sched);
     if (k > 0)   /* relative to the stream's own first token: no request path */
         vpush(&jit, (int64_t)(t - c->first_tok_ns) - (int64_t)k * opt.gap_ms * 1000000ll);
     if (opt.ollama) {
         int64_t ca = created_at_us(e, n);
-        if (ca > 0) vpush(&oneway, (rt - ca) * 1000);
+        if (ca > 0) {
+            vpush(&oneway, (rt - ca) * 1000);
+            vpush(&tg->oneway, (rt - ca) * 1000);
+        }
     } else if (opt.stamp && n > 4 && !memcmp(e, ": t=", 4)) {
         /* the sim's CLOCK_MONOTONIC send time: the same clock as t */
         uint64_t s = strtoull(e + 4, NULL, 10);
-        if (s > 0) vpush(&oneway, (int64_t)t - (int64_t)s);
+        if (s > 0) {
+            vpush(&oneway, (int64_t)t - (int64_t)s);
+            vpush(&tg->oneway, (int64_t)t - (int64_t)s);
+        }
     }
 }
 
@@ -519,11 +548,13 @@ static void join_records(void)
 static void usage(void)
 {
     fprintf(stderr,
-        "usage: sse_load --connect HOST:PORT [--streams N] [--ttft MS] [--tokens N]\n"
+        "usage: sse_load --connect [LABEL=]HOST:PORT... [--streams N] [--ttft MS] [--tokens N]\n"
+        "       (up to %d --connect: --streams each, interleaved, a RESULT line each)\n"
         "       [--gap MS] [--duration S] [--warmup S] [--ramp S] [--prefix ID]\n"
         "       [--records FILE] [--cpu-pid PID]... [--rss-pid PID] [--ollama] [--stamp]\n"
         "       [--align]   (requests only at each stream's own phase of the gap)\n"
-        "       [--finish MAX_S]   (then let running requests end, up to MAX_S)\n");
+        "       [--finish MAX_S]   (then let running requests end, up to MAX_S)\n",
+        MAXTARGETS);
     exit(2);
 }
 
@@ -609,7 +640,7 @@ static int listen_exec(const char *portfile, char **cmd)
 
 int main(int argc, char **argv)
 {
-    const char *connect_to = NULL;
+    const char *connect_to[MAXTARGETS];
     if (argc == 4 && !strcmp(argv[1], "--wait-ready")) return wait_ready(argv[2], argv[3]);
     if (argc >= 4 && !strcmp(argv[1], "--listen-exec")) return listen_exec(argv[2], argv + 3);
     for (int i = 1; i < argc; i++) {
@@ -619,7 +650,10 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--align")) { opt.align = 1; continue; }
         if (!v) usage();
         i++;
-        if (!strcmp(a, "--connect")) connect_to = v;
+        if (!strcmp(a, "--connect")) {
+            if (ntargets == MAXTARGETS) usage();
+            connect_to[ntargets++] = v;
+        }
         else if (!strcmp(a, "--streams")) opt.streams = atoi(v);
         else if (!strcmp(a, "--ttft")) opt.ttft_ms = atoi(v);
         else if (!strcmp(a, "--tokens")) opt.tokens = atoi(v);
@@ -634,21 +668,31 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--cpu-pid") && opt.ncpu < MAXPIDS) opt.cpu_pid[opt.ncpu++] = atoi(v);
         else usage();
     }
-    if (!connect_to || opt.streams < 1) usage();
-    char host[64]; int port;
-    if (sscanf(connect_to, "%63[^:]:%d", host, &port) != 2) usage();
-    opt.addr.sin_family = AF_INET;
-    opt.addr.sin_port = htons((uint16_t)port);
-    inet_pton(AF_INET, host, &opt.addr.sin_addr);
+    if (ntargets == 0 || opt.streams < 1) usage();
+    for (int i = 0; i < ntargets; i++) {
+        const char *hp = connect_to[i], *eq = strchr(hp, '=');
+        char host[64]; int port;
+        targets[i].label = "";
+        if (eq) {
+            targets[i].label = strndup(hp, (size_t)(eq - hp));
+            hp = eq + 1;
+        }
+        if (sscanf(hp, "%63[^:]:%d", host, &port) != 2 ||
+            inet_pton(AF_INET, host, &targets[i].addr.sin_addr) != 1)
+            usage();
+        targets[i].addr.sin_family = AF_INET;
+        targets[i].addr.sin_port = htons((uint16_t)port);
+    }
+    int nstreams = opt.streams * ntargets;     /* all connections */
     signal(SIGPIPE, SIG_IGN);
 
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
-    if ((rlim_t)opt.streams + 16 > rl.rlim_cur) {
+    if ((rlim_t)nstreams + 16 > rl.rlim_cur) {
         fprintf(stderr, "sse_load: %d streams need more than ulimit -n %llu\n",
-                opt.streams, (unsigned long long)rl.rlim_cur);
+                nstreams, (unsigned long long)rl.rlim_cur);
         return 2;
     }
 
@@ -662,17 +706,21 @@ int main(int argc, char **argv)
     int hl = snprintf(reqbuf, sizeof(reqbuf),
              "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
              "Accept: text/event-stream\r\nContent-Length: %zu\r\n",
-             opt.ollama ? "/api/chat" : "/v1/chat/completions", connect_to, strlen(body));
+             opt.ollama ? "/api/chat" : "/v1/chat/completions", "127.0.0.1", strlen(body));
     reqlen_fixed = (size_t)hl;
     memcpy(reqbuf + hl + 1, body, strlen(body) + 1);
 
     ep = epoll_create1(EPOLL_CLOEXEC);
-    conns = calloc((size_t)opt.streams, sizeof(*conns));
-    for (int i = 0; i < opt.streams; i++) { conns[i].fd = -1; conns[i].id = i; }
+    conns = calloc((size_t)nstreams, sizeof(*conns));
+    for (int i = 0; i < nstreams; i++) {
+        conns[i].fd = -1;
+        conns[i].id = i;
+        conns[i].tgt = i % ntargets;
+    }
 
     double ramp = opt.ramp >= 0 ? opt.ramp : opt.gap_ms / 1000.0;
     t_begin = now_ns();
-    stagger = opt.streams > 1 ? (uint64_t)(ramp * 1e9) / (uint64_t)opt.streams : 0;
+    stagger = nstreams > 1 ? (uint64_t)(ramp * 1e9) / (uint64_t)nstreams : 0;
     t_meas = t_begin + (uint64_t)((ramp + opt.warmup) * 1e9);
     t_end = t_meas + (uint64_t)(opt.duration * 1e9);
     long long cpu0[MAXPIDS] = { 0 };
@@ -690,7 +738,7 @@ int main(int argc, char **argv)
     struct epoll_event evs[512];
     for (;;) {
         uint64_t t = now_ns();
-        while (started < opt.streams && t_begin + stagger * (uint64_t)started <= t)
+        while (started < nstreams && t_begin + stagger * (uint64_t)started <= t)
             conn_start(&conns[started++]);
         if (!cpu_taken && t >= t_meas) {
             for (int i = 0; i < opt.ncpu; i++) cpu0[i] = proc_cpu_ticks(opt.cpu_pid[i]);
@@ -705,7 +753,7 @@ int main(int argc, char **argv)
             getrusage(RUSAGE_SELF, &ru1);
             if (opt.ncpu) nthr1 = thread_ticks(opt.cpu_pid[0], tid1, thr1);
             rss1 = opt.rss_pid ? proc_rss_kb(opt.rss_pid) : -1;
-            for (int i = 0; i < opt.streams; i++) {
+            for (int i = 0; i < nstreams; i++) {
                 active += conns[i].active;
                 open += conns[i].fd >= 0 && conns[i].state != S_CONNECTING;
             }
@@ -716,7 +764,7 @@ int main(int argc, char **argv)
         }
         if (stopping) {
             int busy = 0;
-            for (int i = 0; i < opt.streams; i++)
+            for (int i = 0; i < nstreams; i++)
                 busy += conns[i].fd >= 0 && conns[i].state != S_IDLE;
             if (busy == 0 || t >= t_end + (uint64_t)opt.finish * 1000000000ull) {
                 unfinished = busy;
@@ -743,7 +791,7 @@ int main(int argc, char **argv)
         }
         if (errors && next_retry < next) next = next_retry;
         if (!cpu_taken && t_meas < next) next = t_meas;
-        if (started < opt.streams) {
+        if (started < nstreams) {
             uint64_t s = t_begin + stagger * (uint64_t)started;
             if (s < next) next = s;
         }
@@ -768,7 +816,7 @@ int main(int argc, char **argv)
     printf("RESULT streams=%d open=%d active=%d events=%llu evps=%.0f tokens=%llu tokps=%.0f MBps=%.2f"
            " responses=%llu errors=%llu reconnects=%llu"
            " lat_p50_us=%.1f lat_p90_us=%.1f lat_p99_us=%.1f lat_p999_us=%.1f lat_max_us=%.1f lat_n=%zu",
-           opt.streams, open, active, (unsigned long long)events_win, events_win / win,
+           nstreams, open, active, (unsigned long long)events_win, events_win / win,
            (unsigned long long)tokens_win, tokens_win / win, bytes_win / win / 1e6,
            (unsigned long long)responses, (unsigned long long)errors, (unsigned long long)reconnects,
            pct(&lat, 50) / 1e3, pct(&lat, 90) / 1e3, pct(&lat, 99) / 1e3, pct(&lat, 99.9) / 1e3,
@@ -804,10 +852,25 @@ int main(int argc, char **argv)
                (unsigned long long)responses, unfinished, (unsigned long long)late_errors);
     fflush(stdout);
     if (opt.records) {
-        for (int i = 0; i < opt.streams; i++)
+        for (int i = 0; i < nstreams; i++)
             if (conns[i].fd >= 0) close(conns[i].fd);
         join_records();
     }
     printf("\n");
+    if (ntargets > 1)
+        for (int i = 0; i < ntargets; i++) {
+            struct target *tg = &targets[i];
+            qsort(tg->lat.v, tg->lat.n, sizeof(int64_t), cmp64);
+            qsort(tg->oneway.v, tg->oneway.n, sizeof(int64_t), cmp64);
+            printf("RESULT target=%s streams=%d tokens=%llu lat_p50_us=%.1f lat_p90_us=%.1f"
+                   " lat_p99_us=%.1f lat_n=%zu", tg->label, opt.streams,
+                   (unsigned long long)tg->tokens_win, pct(&tg->lat, 50) / 1e3,
+                   pct(&tg->lat, 90) / 1e3, pct(&tg->lat, 99) / 1e3, tg->lat.n);
+            if (opt.ollama || opt.stamp)
+                printf(" ow_p50_us=%.1f ow_p90_us=%.1f ow_p99_us=%.1f ow_n=%zu",
+                       pct(&tg->oneway, 50) / 1e3, pct(&tg->oneway, 90) / 1e3,
+                       pct(&tg->oneway, 99) / 1e3, tg->oneway.n);
+            printf("\n");
+        }
     return 0;
 }
