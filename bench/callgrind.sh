@@ -23,7 +23,8 @@
 # and, with CG_TOP=1, the top functions of the K2 run.
 # CG_GAP (ms, default 10) and CG_TOKENS (default 100) set the sim stream's
 # pacing and length: CG_GAP=0 CG_TOKENS=2000 is the throughput load;
-# CG_SIM_ONLY=1 stops after the sim stream (tokentap and nginx).
+# CG_SIM_ONLY=1 stops after the sim stream (tokentap and nginx);
+# CG_KEEPALIVE=1 sends each run's requests on one kept-alive connection.
 # Copies count as vector loops, not as one instruction a byte, and the
 # windowed metrics' slot clears (driven by the clock, not by events) are not counted;
 # CG_REP=1 and CG_CLEARS=1 count them as callgrind otherwise would.
@@ -65,6 +66,26 @@ cc -O2 -Wall -o "$T/sse_load" "$R/bench/sse_load.c" -lm || exit 1
 SIMPID=$!
 SIM=$("$T/sse_load" --wait-ready "$T/sim.ready" "$SIMPID") || exit 1
 
+# requests K BODY URL [CURL-OPTION...]: K requests one after the other, a
+# connection each; with CG_KEEPALIVE=1 all K on one kept-alive connection
+# (one curl given the URL K times), so that the difference of two
+# counts is per request without the connection's accept and close
+requests() {
+    k=$1 body=$2 url=$3; shift 3
+    if [ -n "${CG_KEEPALIVE:-}" ]; then
+        urls="" i=0
+        while [ $i -lt "$k" ]; do urls="$urls $url"; i=$((i + 1)); done
+        # shellcheck disable=SC2086
+        curl -sN "$@" -H 'Content-Type: application/json' --data "$body" $urls >/dev/null || exit 1
+        return
+    fi
+    i=0
+    while [ $i -lt "$k" ]; do
+        curl -sN -o /dev/null "$@" -H 'Content-Type: application/json' --data "$body" "$url" || exit 1
+        i=$((i + 1))
+    done
+}
+
 # run NAME K BODY -> prints "IR EVENTS" ($XARGS: more tokentap options)
 run() {
     rm -f "$T/tt.ready" "$T/rec.jsonl"
@@ -74,12 +95,7 @@ run() {
         --record "$T/rec.jsonl" ${XARGS:-} >"$T/tt.$1.$2.log" 2>&1 &
     vp=$!
     port=$("$T/sse_load" --wait-ready "$T/tt.ready" "$vp") || { cat "$T/tt.$1.$2.log" >&2; exit 1; }
-    i=0
-    while [ $i -lt "$2" ]; do
-        curl -sN -o /dev/null -H 'Content-Type: application/json' \
-            --data "$3" "http://127.0.0.1:$port/v1/chat/completions" || exit 1
-        i=$((i + 1))
-    done
+    requests "$2" "$3" "http://127.0.0.1:$port/v1/chat/completions"
     kill -TERM "$vp"
     wait "$vp"
     ir=$(sed -n 's/^summary: //p' "$T/cg.$1.$2")
@@ -129,12 +145,7 @@ EOF
         sleep 0.05; i=$((i + 1))
     done
     [ -S "$d/sock" ] || { cat "$d/out" "$d/error.log" >&2; exit 1; }
-    i=0
-    while [ $i -lt "$1" ]; do
-        curl -sN -o /dev/null --unix-socket "$d/sock" -H 'Content-Type: application/json' \
-            --data "$2" "http://sim/v1/chat/completions" || exit 1
-        i=$((i + 1))
-    done
+    requests "$1" "$2" "http://sim/v1/chat/completions" --unix-socket "$d/sock"
     kill -QUIT "$vp"
     wait "$vp"
     sed -n 's/^summary: //p' "$d/cg"
