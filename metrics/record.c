@@ -1090,12 +1090,7 @@ int tt_recorder_flush_for(struct tt_recorder *rec, unsigned ms,
     int rc = 0;
 
     clock_gettime(CLOCK_REALTIME, &end);
-    end.tv_sec += ms / 1000;
-    end.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (end.tv_nsec >= 1000000000L) {
-        end.tv_sec++;
-        end.tv_nsec -= 1000000000L;
-    }
+    tt_timespec_add_ms(&end, ms);
     pthread_mutex_lock(&rec->mu);
     uint64_t target = rec->accepted;
     while (rec->done < target) {
@@ -1107,11 +1102,7 @@ int tt_recorder_flush_for(struct tt_recorder *rec, unsigned ms,
         }
         /* short slices: a signal sets <stop> without waking us */
         slice = now;
-        slice.tv_nsec += POLL_MS * 1000000L;
-        if (slice.tv_nsec >= 1000000000L) {
-            slice.tv_sec++;
-            slice.tv_nsec -= 1000000000L;
-        }
+        tt_timespec_add_ms(&slice, POLL_MS);
         if (slice.tv_sec > end.tv_sec ||
             (slice.tv_sec == end.tv_sec && slice.tv_nsec > end.tv_nsec))
             slice = end;

@@ -117,6 +117,16 @@ uint64_t tt_now_mono(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void tt_timespec_add_ms(struct timespec *ts, unsigned ms)
+{
+    ts->tv_sec += (time_t)(ms / 1000);
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
 int64_t tt_now_wall(void)
 {
     struct timespec ts;

@@ -170,4 +170,8 @@ double tt_request_server_get(const struct tt_request *r, enum tt_srv k);
 uint64_t tt_now_mono(void);     /* CLOCK_MONOTONIC ns */
 int64_t  tt_now_wall(void);     /* CLOCK_REALTIME ns */
 
+struct timespec;
+/* <ts> + <ms>, normalised: deadlines for pthread_cond_timedwait() */
+void tt_timespec_add_ms(struct timespec *ts, unsigned ms);
+
 #endif

@@ -23,6 +23,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "metrics/agg.h"
+#include "metrics/request.h"
 #include "proxy/log.h"
 
 #define MAX_LOOPS 257           /* 256 workers, and a spare */
@@ -186,12 +187,7 @@ static void sender_free(struct sender *tx)
     int rc = 0;
 
     clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += EXIT_WAIT_MS / 1000;
-    until.tv_nsec += (EXIT_WAIT_MS % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    tt_timespec_add_ms(&until, EXIT_WAIT_MS);
     pthread_mutex_lock(&tx->lock);
     tx->stop = 1;
     pthread_cond_signal(&tx->more);

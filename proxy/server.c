@@ -541,8 +541,10 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
         srv->activated = 1;
     }
     srv->sd = tt_sd_new(srv->workers[0].base, agg);
-    if (srv->sd == NULL)
+    if (srv->sd == NULL) {
+        tt_log_error("cannot start the systemd notifier (out of memory or threads)");
         goto out;
+    }
     for (i = 0; i < srv->nworkers; i++)
         if (tt_sd_watch_loop(srv->sd, srv->workers[i].base) < 0) {
             tt_log_error("cannot watch worker %u's event loop", i);

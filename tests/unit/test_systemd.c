@@ -286,6 +286,41 @@ static void test_stuck_reader_never_blocks(void **state)
     tt_agg_free(agg);
 }
 
+/* a reader stuck for good and more messages than the queue holds: every
+ * call still returns, and what waits stays bounded (32; the rest dropped) */
+static void test_stuck_reader_queue_is_bounded(void **state)
+{
+    struct tt_agg_opts o = { 0 };
+    struct tt_agg *agg = tt_agg_new(&o);
+    struct event_base *base = event_base_new();
+    struct tt_sd *sd;
+    char msg[512];
+    int i, reloading = 0;
+
+    (void)state;
+    unsetenv("WATCHDOG_USEC");
+    sd = tt_sd_new(base, agg);
+    assert_non_null(sd);
+    assert_true(fill_queue() > 0);
+    alarm(20);
+    tt_sd_ready(sd, "up");
+    for (i = 0; i < 40; i++)        /* state messages: never merged */
+        tt_sd_reloading(sd);
+    alarm(0);
+    /* READY=1 (taken by the sender, or still queued) and 31 or 32 of the
+     * 40: the queue's 32 places, the others dropped */
+    assert_int_equal(next_note(msg, sizeof(msg), 2000), 0);
+    assert_true(has_line(msg, "READY=1"));
+    while (next_note(msg, sizeof(msg), 300) == 0) {
+        assert_true(has_line(msg, "RELOADING=1"));
+        reloading++;
+    }
+    assert_true(reloading >= 31 && reloading <= 32);
+    tt_sd_free(sd);
+    event_base_free(base);
+    tt_agg_free(agg);
+}
+
 static void test_ready_file(void **state)
 {
     char dir[] = "/tmp/tt-ready-XXXXXX", path[128], tmp[160], buf[512], err[256];
@@ -328,6 +363,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ready_status_reload_stopping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stuck_loop_stops_watchdog, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stuck_reader_never_blocks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stuck_reader_queue_is_bounded, setup, teardown),
         cmocka_unit_test(test_ready_file),
     };
     evthread_use_pthreads();
