@@ -31,6 +31,8 @@
 # "tokentap (base)", BENCH_PIN=0 turns off pinning (proxies on CPU 0, the sims
 # and the load generator on CPU 1, when there are 2+ CPUs and taskset),
 # BENCH_PIN=one puts all of them on CPU 0 (no hop wakes another CPU).
+# BENCH_MIX1_GAP (ms, 5) and BENCH_MIX1_DUR (s, 30) set mix1's pace and length
+# (its p99 rests on 1 % of gap/duration events a configuration).
 # BENCH_WARM=0: no uncounted warm-up round (round 0) before the latency rounds.
 # Results: the tables on stdout, raw lines in BUILD_DIR/bench-results.txt,
 # medians and per-round spreads in BUILD_DIR/bench-results.json.
@@ -40,6 +42,8 @@ B=${1:-build}
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 D=$(cd "$(dirname "$0")" && pwd)
 ROUNDS=${BENCH_ROUNDS:-3}
+MIX1_GAP=${BENCH_MIX1_GAP:-5}
+MIX1_DUR=${BENCH_MIX1_DUR:-30}
 SKIP=" ${BENCH_SKIP:-} "
 
 for f in "$B/tokentap" "$B/tokentap-sim"; do
@@ -276,7 +280,7 @@ if ! skip lat100 || ! skip lat1 || ! skip mix1 || ! skip mix100; then
                 load lat100 "$c" $r --stamp --align --streams 100 --ttft 20 --tokens 100 --gap 20 --warmup 1 --duration 3 $recarg; }
             skip lat1 || load lat1 "$c" $r --stamp --align --streams 1 --ttft 20 --tokens 100 --gap 20 --warmup 0.3 --duration 4
         done
-        skip mix1 || loadmix mix1 $r "$CFGS" --stamp --align --streams 1 --ttft 20 --tokens 100 --gap 20 --warmup 0.3 --duration 10
+        skip mix1 || loadmix mix1 $r "$CFGS" --stamp --align --streams 1 --ttft 20 --tokens 100 --gap "$MIX1_GAP" --warmup 0.3 --duration "$MIX1_DUR"
         skip mix100 || loadmix mix100 $r "$MIX100" --stamp --align --streams $MIX100_STREAMS --ttft 20 --tokens 100 --gap 20 --warmup 1 --duration 4
         r=$((r + 1))
     done
