@@ -275,7 +275,7 @@ int tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room)
 
     if (!c->plain_client || room != 0)
         return -1;
-    w = send(c->cfd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    w = tt_send(c->cfd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w == (ssize_t)n) {
         tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->pri.now, tt_now_mono());
         return 0;

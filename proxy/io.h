@@ -8,6 +8,7 @@
 #define TT_IO_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <llhttp.h>
 
@@ -43,5 +44,16 @@ void tt_timer_set(struct event *ev, unsigned ms);
 
 /* TCP_NODELAY on the socket of <bev> (SSE events are small writes) */
 void tt_nodelay(struct bufferevent *bev);
+
+/*
+ * recv(2) and send(2) of the per-event path, as the system calls
+ * themselves.  glibc's recv() and send() are cancellation points: once a
+ * process has a second thread (the record writer, a second worker, the
+ * systemd sender) each call pays two atomic updates of the thread's cancel
+ * state around the system call, about 35 instructions, two calls an event.
+ * tokentap never cancels a thread.  Same results and errno as recv/send.
+ */
+ssize_t tt_recv(int fd, void *buf, size_t n, int flags);
+ssize_t tt_send(int fd, const void *buf, size_t n, int flags);
 
 #endif

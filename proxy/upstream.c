@@ -21,6 +21,7 @@
 #include <event2/event.h>
 
 #include "metrics/request.h"
+#include "proxy/io.h"
 #include "proxy/leg.h"
 #include "proxy/log.h"
 #include "proxy/worker.h"
@@ -263,7 +264,7 @@ static void direct_read(evutil_socket_t fd, short what, void *arg)
     }
     if (room > sizeof(u->w->rbuf))
         room = sizeof(u->w->rbuf);
-    n = recv(fd, u->w->rbuf, room, 0);
+    n = tt_recv(fd, u->w->rbuf, room, 0);
     u->last_read = tt_now_mono();
     if (n > 0) {
         if (len == 0 && u->on_bytes != NULL &&
