@@ -32,7 +32,7 @@
 # and the load generator on CPU 1, when there are 2+ CPUs and taskset),
 # BENCH_PIN=one puts all of them on CPU 0 (no hop wakes another CPU).
 # BENCH_MIX1_GAP (ms, 5) and BENCH_MIX1_DUR (s, 30) set mix1's pace and length
-# (its p99 rests on 1 % of gap/duration events a configuration).
+# (its p99 rests on 1 % of the duration/gap events a configuration gets).
 # BENCH_WARM=0: no uncounted warm-up round (round 0) before the latency rounds.
 # Results: the tables on stdout, raw lines in BUILD_DIR/bench-results.txt,
 # medians and per-round spreads in BUILD_DIR/bench-results.json.

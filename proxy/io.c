@@ -8,8 +8,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -98,15 +96,4 @@ void tt_nodelay(struct bufferevent *bev)
     evutil_socket_t fd = bufferevent_getfd(bev);
     if (fd >= 0)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-/* see io.h: no cancellation wrapper */
-ssize_t tt_recv(int fd, void *buf, size_t n, int flags)
-{
-    return (ssize_t)syscall(SYS_recvfrom, fd, buf, n, flags, NULL, NULL);
-}
-
-ssize_t tt_send(int fd, const void *buf, size_t n, int flags)
-{
-    return (ssize_t)syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
 }

@@ -8,7 +8,9 @@
 #define TT_IO_H
 
 #include <stddef.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <llhttp.h>
 
@@ -53,7 +55,14 @@ void tt_nodelay(struct bufferevent *bev);
  * state around the system call, about 35 instructions, two calls an event.
  * tokentap never cancels a thread.  Same results and errno as recv/send.
  */
-ssize_t tt_recv(int fd, void *buf, size_t n, int flags);
-ssize_t tt_send(int fd, const void *buf, size_t n, int flags);
+static inline ssize_t tt_recv(int fd, void *buf, size_t n, int flags)
+{
+    return (ssize_t)syscall(SYS_recvfrom, fd, buf, n, flags, NULL, NULL);
+}
+
+static inline ssize_t tt_send(int fd, const void *buf, size_t n, int flags)
+{
+    return (ssize_t)syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
+}
 
 #endif

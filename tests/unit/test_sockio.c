@@ -4,10 +4,14 @@
  * callers branch on is the one recv(2)/send(2) give on the same socket,
  * with a second thread running (the case they exist for): bytes and
  * counts, a partial send into a full buffer, EAGAIN on an empty socket,
- * 0 at the peer's EOF, and EPIPE without SIGPIPE after the peer is gone.
+ * 0 at the peer's EOF, and EPIPE without SIGPIPE after the peer is gone;
+ * and that they are not cancellation points, which is what they are for
+ * (glibc's recv and send act on a pending cancel: the thread would end
+ * inside the call).
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -117,12 +121,52 @@ static void test_full_buffer(void **state)
     close(sv[1]);
 }
 
+/* a thread with a cancel pending calls both and comes back from both */
+static int cancel_fd;
+static atomic_int cancel_sent, cancel_calls;
+
+static void *cancelled_thread(void *arg)
+{
+    char c;
+    (void)arg;
+    while (!atomic_load(&cancel_sent))
+        ;                           /* no cancellation point on the way */
+    if (tt_recv(cancel_fd, &c, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN)
+        atomic_fetch_add(&cancel_calls, 1);
+    if (tt_send(cancel_fd, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
+        atomic_fetch_add(&cancel_calls, 1);
+    pthread_testcancel();           /* the cancel takes effect here */
+    return NULL;
+}
+
+static void test_not_cancellation_points(void **state)
+{
+    int sv[2];
+    pthread_t t;
+    void *ret = NULL;
+    char c;
+    (void)state;
+
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    cancel_fd = sv[0];
+    assert_int_equal(pthread_create(&t, NULL, cancelled_thread, NULL), 0);
+    assert_int_equal(pthread_cancel(t), 0);
+    atomic_store(&cancel_sent, 1);
+    assert_int_equal(pthread_join(t, &ret), 0);
+    assert_ptr_equal(ret, PTHREAD_CANCELED);
+    assert_int_equal(atomic_load(&cancel_calls), 2);
+    assert_int_equal(recv(sv[1], &c, 1, MSG_DONTWAIT), 1);
+    close(sv[0]);
+    close(sv[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes_both_ways),
         cmocka_unit_test(test_empty_eof_and_gone),
         cmocka_unit_test(test_full_buffer),
+        cmocka_unit_test(test_not_cancellation_points),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
