@@ -33,6 +33,7 @@
 #include "proxy/conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,7 @@
 #include "proxy/inspect.h"
 #include "proxy/io.h"
 #include "proxy/leg.h"
+#include "proxy/linger.h"
 #include "proxy/log.h"
 #include "proxy/server.h"
 #include "proxy/stream.h"
@@ -100,6 +102,7 @@ struct tt_conn {
     unsigned in_process:1;      /* inside client_process() */
     unsigned plain_client:1;    /* client on a plain socket: direct writes */
     unsigned client_eof:1;      /* the client half-closed after its request */
+    unsigned client_gone:1;     /* the client closed, reset or stopped reading */
 };
 
 static void client_read(struct bufferevent *bev, void *arg);
@@ -995,9 +998,41 @@ static void conn_cancel(struct tt_conn *c, const char *why)
     conn_free(c);
 }
 
+/*
+ * tokentap closes while the client may still be sending: its request not
+ * all read (an early answer: 413, 400, 408, an upstream that answered
+ * before the body ended) or bytes unread.  Closed plainly, the socket
+ * would answer them with a reset, which can fail the client's write or
+ * discard the answer before it is read: the socket lingers instead.
+ */
+static int may_still_send(struct tt_conn *c)
+{
+    if (c->client_eof || c->client_gone)
+        return 0;
+    if (evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0)
+        return 1;
+    switch (c->rq) {
+    case RQ_HEAD:
+        return 1;
+    case RQ_HOLD:
+    case RQ_WAIT_UP:
+    case RQ_BODY:
+        return !c->rq_msg_done;
+    case RQ_IDLE:
+    case RQ_DONE:
+    case RQ_TUNNEL:
+        break;
+    }
+    return 0;
+}
+
 static void conn_free(struct tt_conn *c)
 {
     struct tt_worker *w = c->w;
+    /* the socket outlives the bufferevent as a duplicate (for TLS too:
+     * the close_notify is sent, the raw bytes that follow discarded) */
+    evutil_socket_t keep = c->closing && may_still_send(c)
+                         ? fcntl(c->cfd, F_DUPFD_CLOEXEC, 0) : -1;
 
     request_finish(c);
     /* shadows of earlier requests run on alone; unfinished copies stop */
@@ -1018,6 +1053,8 @@ static void conn_free(struct tt_conn *c)
         evbuffer_free(c->held);
     /* close_notify only when nothing was cut (TLS: a close-delimited body) */
     tt_tls_close(c->cbev, c->pri.msg_done || c->rq == RQ_IDLE);
+    if (keep >= 0)
+        tt_linger_close(w->linger, keep);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -1078,6 +1115,7 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
     c->now = tt_now_mono();
     if (what & BEV_EVENT_TIMEOUT) {
         /* send_timeout: the client stopped taking the response */
+        c->client_gone = 1;
         conn_cancel(c, "client stopped reading (send_timeout)");
         return;
     }
@@ -1095,6 +1133,7 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
         bufferevent_disable(c->cbev, EV_READ);
         return;
     }
+    c->client_gone = 1;
     if (what & BEV_EVENT_ERROR)
         tt_log_debug("client connection error: %s",
                      evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));

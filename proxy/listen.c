@@ -15,6 +15,7 @@
 #include <event2/listener.h>
 
 #include "metrics/request.h"
+#include "proxy/linger.h"
 #include "proxy/log.h"
 #include "proxy/ratelimit.h"
 
@@ -139,10 +140,9 @@ void tt_listen_guard_free(struct tt_listen_guard *g)
     free(g);
 }
 
-void tt_listen_answer_503(evutil_socket_t fd, const char *msg)
+static void answer_503(evutil_socket_t fd, const char *msg)
 {
     char resp[512], body[256];
-    char sink[4096];
     int blen, n;
 
     blen = snprintf(body, sizeof(body),
@@ -159,17 +159,17 @@ void tt_listen_answer_503(evutil_socket_t fd, const char *msg)
         send(fd, resp, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
         /* the client is gone or its window is full: closing is all */
     }
-    /* unread bytes at close turn the FIN into a reset, which may discard
-     * the answer at the client: take what already arrived, no more */
-    if (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) < 0) {
-        /* nothing there */
-    }
-    shutdown(fd, SHUT_WR);
 }
 
-void tt_listen_refuse(evutil_socket_t fd, int plain, const char *msg)
+void tt_listen_refuse(struct tt_linger *lg, evutil_socket_t fd, int plain,
+                      const char *msg)
 {
-    if (plain)
-        tt_listen_answer_503(fd, msg);
-    evutil_closesocket(fd);
+    if (!plain) {
+        evutil_closesocket(fd);
+        return;
+    }
+    answer_503(fd, msg);
+    /* the client may be sending its request: a plain close would answer
+     * that with a reset, which can destroy the 503 before it is read */
+    tt_linger_close(lg, fd);
 }

@@ -7,8 +7,9 @@
  *    failing) and logs one warning a second at most, with the number of
  *    failures in between.  Clients wait in the kernel backlog meanwhile.
  *  - a client over a connection cap gets a fixed 503 (OpenAI error shape,
- *    Connection: close) written straight to the socket, and is closed: no
- *    buffer, no parser, nothing held.
+ *    Connection: close) written straight to the socket, and is closed
+ *    lingering: no buffer, no parser; a slot of the worker's bounded
+ *    lingering set (proxy/linger.h) until the client closes.
  *
  * Used by proxy/server.c (client listeners) and proxy/admin.c.
  */
@@ -20,6 +21,7 @@
 struct event_base;
 struct evconnlistener;
 struct tt_listen_guard;
+struct tt_linger;
 
 /*
  * Guard <l> (borrowed; it must outlive the guard) on <base>; <name> (a static
@@ -37,13 +39,13 @@ void tt_listen_guard_free(struct tt_listen_guard *g);
 /*
  * Answer the freshly accepted <fd> with 503 and <msg> (a static string,
  * JSON-safe) when <plain> (TLS listeners cannot answer before a handshake:
- * they only close), and close it.  Never blocks; at most 4 KiB of what the
- * client already sent is discarded first, so the close is a FIN rather
- * than a reset that could destroy the answer.
+ * they only close), and close it.  Never blocks.  The answer's socket is
+ * closed lingering (proxy/linger.h, on <lg>, the worker's set): what the
+ * client is still sending is read and discarded until it closes, so that
+ * its request meets a FIN rather than a reset that could destroy the
+ * answer.
  */
-void tt_listen_refuse(evutil_socket_t fd, int plain, const char *msg);
-/* the same answer on <fd>, shut for writing but left open (its owner
- * closes it) */
-void tt_listen_answer_503(evutil_socket_t fd, const char *msg);
+void tt_listen_refuse(struct tt_linger *lg, evutil_socket_t fd, int plain,
+                      const char *msg);
 
 #endif

@@ -50,6 +50,7 @@
 #include "proxy/inspect.h"
 #include "proxy/jsonarena.h"
 #include "proxy/leg.h"
+#include "proxy/linger.h"
 #include "proxy/listen.h"
 #include "proxy/log.h"
 #include "proxy/ready.h"
@@ -127,7 +128,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     (void)l;
 
     if (w->nconns >= w->cfg->max_connections) {
-        tt_listen_refuse(fd, w->srv->tls == NULL,
+        tt_listen_refuse(w->linger, fd, w->srv->tls == NULL,
                          "tokentap is at max_connections, retry later");
         if (tt_ratelimit_ok(&over_rl, tt_now_mono(), TT_RATELIMIT_1S, &held))
             tt_log_warn("worker %d: %u connections (max_connections): refusing "
@@ -343,6 +344,9 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
     if (w->drain_ev == NULL || event_add(w->drain_ev, NULL) < 0)
         return -1;
     w->grace_ev = evtimer_new(w->base, on_grace, w);
+    w->linger = tt_linger_new(w->base);
+    if (w->grace_ev == NULL || w->linger == NULL)
+        return -1;
     return worker_listen(srv, w);
 }
 
@@ -352,6 +356,7 @@ static void worker_free(struct tt_worker *w)
         tt_conn_abort(w->conns);
     abort_legs(w);
     tt_upstream_close_idle(w);
+    tt_linger_free(w->linger);
     tt_listen_guard_free(w->lguard);
     if (w->listener)
         evconnlistener_free(w->listener);

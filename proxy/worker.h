@@ -26,6 +26,7 @@ struct tt_upconn;
 struct tt_request;
 struct tt_server;
 struct tt_listen_guard;
+struct tt_linger;
 
 /* event priorities of a worker's loop: shadows below everything else */
 #define TT_PRIO_COUNT  3
@@ -43,6 +44,7 @@ struct tt_worker {
     struct evdns_base     *dns;        /* owned */
     struct evconnlistener *listener;   /* owned */
     struct tt_listen_guard *lguard;    /* owned: EMFILE pause of <listener> */
+    struct tt_linger      *linger;     /* owned: closes that wait for the client (linger.h) */
     pthread_t              thread;
     struct tt_agg         *agg;        /* borrowed: the process's aggregates */
     struct tt_delay        delay;      /* tokentap's own hand-off delay */
