@@ -1017,9 +1017,9 @@ static int may_still_send(struct tt_conn *c)
     case RQ_HOLD:
     case RQ_WAIT_UP:
     case RQ_BODY:
+    case RQ_DONE:               /* also when the upstream answered first */
         return !c->rq_msg_done;
     case RQ_IDLE:
-    case RQ_DONE:
     case RQ_TUNNEL:
         break;
     }

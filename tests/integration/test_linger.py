@@ -4,6 +4,8 @@ connection cap) gets to finish its upload and read the answer, instead of a
 reset that fails its write or destroys the answer; and the lingering is
 bounded in sockets and in time."""
 import os
+import socket
+import threading
 import time
 
 import harness
@@ -141,3 +143,68 @@ def test_413_over_tls_reaches_a_client_still_uploading(t):
     t.eq((r.json().get("error") or {}).get("code"), "payload_too_large", "the error")
     c.close()
     t.eq(sim.stats()["requests"], 0, "requests at the upstream")
+
+
+class EarlyAnswerUpstream:
+    """An upstream that answers 413 as soon as it has a request's head, as
+    nginx does over client_max_body_size, and then lingers itself (reads and
+    drops the body until the proxy stops sending)"""
+
+    def __init__(self, t):
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.url = "http://127.0.0.1:%d" % self.lsock.getsockname()[1]
+        self.answered = 0
+        self.errors = []
+        threading.Thread(target=self._accept, daemon=True).start()
+        t.fakes.append(self)        # stopped at teardown
+
+    def stop(self):
+        self.lsock.close()
+
+    def _accept(self):
+        while True:
+            try:
+                s, _ = self.lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+
+    def _serve(self, s):
+        s.settimeout(5)
+        head = b""
+        try:
+            while b"\r\n\r\n" not in head:
+                b = s.recv(65536)
+                if not b:
+                    return
+                head += b
+            body = b'{"error":{"message":"too large","code":"upstream_413"}}'
+            s.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+            self.answered += 1
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(1 << 16):
+                pass
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+
+@harness.timeout(120)
+def test_upstream_early_answer_reaches_a_client_still_uploading(t):
+    """the upstream answers 413 at the head of a 16 MiB request: tokentap
+    passes it on and closes the client lingering, so the client finishes
+    its upload and reads the upstream's 413"""
+    up = EarlyAnswerUpstream(t)
+    px = t.proxy(up.url)
+    for _ in range(3):
+        c = px.conn()
+        upload(t, c, "a body the upstream refused early")
+        check_answer(t, c, 413, "upstream_413")
+        c.close()
+    t.eq(up.answered, 3, "answers the upstream gave")
+    rec = px.records(3)
+    t.eq([x["metadata"]["status"] for x in rec], [413] * 3, "recorded statuses")
