@@ -764,6 +764,36 @@ class Proxy(Proc):
         return proc_rss_kib(self.pid)
 
 
+class Listener:
+    """A loopback listener that hands each accepted socket to
+    self.accepted(sock) on its own thread; stopped with the test."""
+
+    errors = ()
+
+    def __init__(self, t):
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(512)
+        self.port = self.lsock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self._accept, daemon=True).start()
+        t.fakes.append(self)
+
+    def _accept(self):
+        while True:
+            try:
+                s, _ = self.lsock.accept()
+            except OSError:
+                return
+            self.accepted(s)
+
+    def stop(self):
+        try:
+            self.lsock.close()
+        except OSError:
+            pass
+
+
 class FakeUpstream:
     """A scripted raw-bytes upstream for malformed responses and tunnels.
 

@@ -45,6 +45,20 @@ def check_answer(t, c, status, code):
     t.check(not c.reset, "closed with a FIN, not a reset")
 
 
+def full_proxy(t):
+    """a proxy over --max-connections 1 whose one slot a client holds"""
+    px = t.proxy(t.sim().url, extra=["--max-connections", "1"])
+    held = px.conn()
+    t.eq(held.request(build_request("GET", "/v1/models")).status, 200, "the held client")
+    return px, held
+
+
+def free_slot(t, px, held):
+    held.close()
+    harness.wait_until(lambda: px.request("GET", "/v1/models").status == 200, 5 * t.slow,
+                       what="the slot to free up")
+
+
 @harness.timeout(120)
 def test_413_reaches_a_client_still_uploading(t):
     """a 16 MiB body over a 64 KiB limit: the 413 comes at the head, the
@@ -65,18 +79,13 @@ def test_413_reaches_a_client_still_uploading(t):
 def test_503_reaches_a_client_sending_at_once(t):
     """over max_connections, a client that sends a large request right after
     connecting (as every client does) uploads it whole and reads the 503"""
-    sim = t.sim()
-    px = t.proxy(sim.url, extra=["--max-connections", "1"])
-    held = px.conn()
-    t.eq(held.request(build_request("GET", "/v1/models")).status, 200, "the held client")
+    px, held = full_proxy(t)
     for _ in range(3):
         c = px.conn()
         upload(t, c, "a request over the connection cap")
         check_answer(t, c, 503, "over_capacity")
         c.close()
-    held.close()
-    harness.wait_until(lambda: px.request("GET", "/v1/models").status == 200, 5 * t.slow,
-                       what="the slot to free up")
+    free_slot(t, px, held)
 
 
 @harness.timeout(120)
@@ -84,10 +93,7 @@ def test_lingering_is_bounded(t):
     """200 refused clients that stay open: 128 linger (the set's size), the
     rest are closed at once; a client's close ends its lingering; a silent
     one is closed after the idle limit; every one got its 503"""
-    sim = t.sim()
-    px = t.proxy(sim.url, extra=["--max-connections", "1"])
-    held = px.conn()
-    t.eq(held.request(build_request("GET", "/v1/models")).status, 200, "the held client")
+    px, held = full_proxy(t)
     base = nfds(px.pid)
     refused = []
     t0 = time.monotonic()
@@ -121,9 +127,7 @@ def test_lingering_is_bounded(t):
                        what=f"silent clients' sockets closed after {LINGER_IDLE_S} s")
     for c in refused[100:]:
         c.close()
-    held.close()
-    harness.wait_until(lambda: px.request("GET", "/v1/models").status == 200, 5 * t.slow,
-                       what="the slot to free up")
+    free_slot(t, px, held)
 
 
 @harness.timeout(120)
@@ -145,31 +149,15 @@ def test_413_over_tls_reaches_a_client_still_uploading(t):
     t.eq(sim.stats()["requests"], 0, "requests at the upstream")
 
 
-class EarlyAnswerUpstream:
+class EarlyAnswerUpstream(harness.Listener):
     """An upstream that answers 413 as soon as it has a request's head, as
     nginx does over client_max_body_size, and then lingers itself (reads and
     drops the body until the proxy stops sending)"""
 
-    def __init__(self, t):
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(16)
-        self.url = "http://127.0.0.1:%d" % self.lsock.getsockname()[1]
-        self.answered = 0
-        self.errors = []
-        threading.Thread(target=self._accept, daemon=True).start()
-        t.fakes.append(self)        # stopped at teardown
+    answered = 0
 
-    def stop(self):
-        self.lsock.close()
-
-    def _accept(self):
-        while True:
-            try:
-                s, _ = self.lsock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+    def accepted(self, s):
+        threading.Thread(target=self._serve, args=(s,), daemon=True).start()
 
     def _serve(self, s):
         s.settimeout(5)

@@ -236,37 +236,7 @@ def client_statuses(data):
 # the recording upstream
 
 
-class Listener:
-    """A loopback listener that hands each accepted socket to
-    self.accepted(sock) on its own thread; stopped with the test."""
-
-    errors = ()
-
-    def __init__(self, t):
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(512)
-        self.port = self.lsock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self._accept, daemon=True).start()
-        t.fakes.append(self)
-
-    def _accept(self):
-        while True:
-            try:
-                s, _ = self.lsock.accept()
-            except OSError:
-                return
-            self.accepted(s)
-
-    def stop(self):
-        try:
-            self.lsock.close()
-        except OSError:
-            pass
-
-
-class Recorder(Listener):
+class Recorder(harness.Listener):
     """Accepts connections and keeps every byte each one sends.  Answers
     once a reader sees a complete request (or the head has been quiet for
     a moment), with Connection: close, then reads on to EOF."""
@@ -476,7 +446,7 @@ RESPONSE_TEMPLATES = (
 )
 
 
-class ScriptedUpstream(Listener):
+class ScriptedUpstream(harness.Listener):
     """Answers every connection with self.reply, then closes at once."""
 
     def __init__(self, t):
