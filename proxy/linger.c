@@ -12,6 +12,7 @@
 #include <event2/event.h>
 
 #include "metrics/request.h"
+#include "proxy/log.h"
 
 #define LINGER_IDLE_MS  5000u
 #define LINGER_TOTAL_MS 30000u
@@ -28,7 +29,7 @@ struct slot {
 
 struct tt_linger {
     struct event_base *base;        /* borrowed */
-    unsigned           n;           /* slots in use */
+    int                id;          /* the worker's */
     unsigned           nfree;
     unsigned           free_idx[TT_LINGER_MAX];
     unsigned long      overflows;
@@ -36,13 +37,14 @@ struct tt_linger {
     char               sink[SINK_BYTES];
 };
 
-struct tt_linger *tt_linger_new(struct event_base *base)
+struct tt_linger *tt_linger_new(struct event_base *base, int id)
 {
     struct tt_linger *lg = calloc(1, sizeof(*lg));
 
     if (lg == NULL)
         return NULL;
     lg->base = base;
+    lg->id = id;
     for (unsigned i = 0; i < TT_LINGER_MAX; i++) {
         lg->s[i].lg = lg;
         lg->s[i].fd = -1;
@@ -61,7 +63,6 @@ static void release(struct slot *s)
     evutil_closesocket(s->fd);
     s->fd = -1;
     lg->free_idx[lg->nfree++] = (unsigned)(s - lg->s);
-    lg->n--;
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
@@ -105,8 +106,11 @@ void tt_linger_close(struct tt_linger *lg, evutil_socket_t fd)
 
     if (shutdown(fd, SHUT_WR) < 0 || lg == NULL || lg->nfree == 0) {
         /* not connected any more, or no room */
-        if (lg != NULL && lg->nfree == 0)
-            lg->overflows++;
+        if (lg != NULL && lg->nfree == 0 && lg->overflows++ == 0)
+            tt_log_warn("worker %d: %u sockets lingering: a client refused "
+                        "while still sending is closed at once from here (its "
+                        "late bytes meet a reset); counted, the total logged "
+                        "at exit", lg->id, TT_LINGER_MAX);
         close_now(fd);
         return;
     }
@@ -122,14 +126,8 @@ void tt_linger_close(struct tt_linger *lg, evutil_socket_t fd)
         return;
     }
     lg->nfree--;
-    lg->n++;
     s->fd = fd;
     s->until = tt_now_mono() + (uint64_t)LINGER_TOTAL_MS * 1000000u;
-}
-
-unsigned tt_linger_count(const struct tt_linger *lg)
-{
-    return lg ? lg->n : 0;
 }
 
 unsigned long tt_linger_overflows(const struct tt_linger *lg)

@@ -13,7 +13,8 @@
  *
  * Bounded: a worker lingers on at most TT_LINGER_MAX sockets; beyond, a
  * socket is closed at once after taking what already arrived (the best
- * that can be done without holding it).  A slot's event is allocated on
+ * that can be done without holding it); the first such close of a worker
+ * is logged as a warning, and their count at the worker's exit.  A slot's event is allocated on
  * its first use and reused after; nothing is allocated per close.
  * One set per worker, used on that worker's thread only.
  */
@@ -27,8 +28,9 @@
 struct event_base;
 struct tt_linger;
 
-/* a set on <base>; NULL when out of memory */
-struct tt_linger *tt_linger_new(struct event_base *base);
+/* a set on <base> for worker <id> (named in its log lines); NULL when out
+ * of memory */
+struct tt_linger *tt_linger_new(struct event_base *base, int id);
 /* closes every socket still lingering; NULL is a no-op */
 void tt_linger_free(struct tt_linger *lg);
 
@@ -40,8 +42,7 @@ void tt_linger_free(struct tt_linger *lg);
  */
 void tt_linger_close(struct tt_linger *lg, evutil_socket_t fd);
 
-/* sockets lingering now; closed at once so far because the set was full */
-unsigned tt_linger_count(const struct tt_linger *lg);
+/* closed at once so far because the set was full */
 unsigned long tt_linger_overflows(const struct tt_linger *lg);
 
 #endif

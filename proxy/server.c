@@ -344,7 +344,7 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
     if (w->drain_ev == NULL || event_add(w->drain_ev, NULL) < 0)
         return -1;
     w->grace_ev = evtimer_new(w->base, on_grace, w);
-    w->linger = tt_linger_new(w->base);
+    w->linger = tt_linger_new(w->base, w->id);
     if (w->grace_ev == NULL || w->linger == NULL)
         return -1;
     return worker_listen(srv, w);
@@ -356,6 +356,9 @@ static void worker_free(struct tt_worker *w)
         tt_conn_abort(w->conns);
     abort_legs(w);
     tt_upstream_close_idle(w);
+    if (tt_linger_overflows(w->linger) > 0)
+        tt_log_warn("worker %d: %lu closes did not linger (the set of %u was "
+                    "full)", w->id, tt_linger_overflows(w->linger), TT_LINGER_MAX);
     tt_linger_free(w->linger);
     tt_listen_guard_free(w->lguard);
     if (w->listener)
