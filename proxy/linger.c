@@ -107,7 +107,7 @@ void tt_linger_close(struct tt_linger *lg, evutil_socket_t fd)
     if (shutdown(fd, SHUT_WR) < 0 || lg == NULL || lg->nfree == 0) {
         /* not connected any more, or no room */
         if (lg != NULL && lg->nfree == 0 && lg->overflows++ == 0)
-            tt_log_warn("worker %d: %u sockets lingering: a client refused "
+            tt_log_warn("worker %d: %u sockets lingering: a client answered "
                         "while still sending is closed at once from here (its "
                         "late bytes meet a reset); counted, the total logged "
                         "at exit", lg->id, TT_LINGER_MAX);

@@ -14,8 +14,9 @@
  * Bounded: a worker lingers on at most TT_LINGER_MAX sockets; beyond, a
  * socket is closed at once after taking what already arrived (the best
  * that can be done without holding it); the first such close of a worker
- * is logged as a warning, and their count at the worker's exit.  A slot's event is allocated on
- * its first use and reused after; nothing is allocated per close.
+ * is logged as a warning, and their count at the worker's exit.  A slot's
+ * event is allocated on its first use and reused after; nothing is
+ * allocated per close.
  * One set per worker, used on that worker's thread only.
  */
 #ifndef TT_LINGER_H

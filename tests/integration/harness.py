@@ -454,15 +454,24 @@ def http(port, method, path, body=None, headers=None, timeout=15.0, **kw):
 # child processes
 
 
-def read_request(s):
-    """one whole HTTP/1.1 request (head and Content-Length or chunked body)
-    from socket <s> as raw bytes, or None when the peer closed first"""
+def read_head(s):
+    """bytes from socket <s> up to the end of a request head (and whatever
+    came with it), or None when the peer closed first"""
     data = b""
     while b"\r\n\r\n" not in data:
         b = s.recv(65536)
         if not b:
             return None
         data += b
+    return data
+
+
+def read_request(s):
+    """one whole HTTP/1.1 request (head and Content-Length or chunked body)
+    from socket <s> as raw bytes, or None when the peer closed first"""
+    data = read_head(s)
+    if data is None:
+        return None
     head, _, rest = data.partition(b"\r\n\r\n")
     m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
     need = int(m.group(1)) if m else 0
@@ -794,7 +803,7 @@ class Listener:
             pass
 
 
-class FakeUpstream:
+class FakeUpstream(Listener):
     """A scripted raw-bytes upstream for malformed responses and tunnels.
 
     handler(sock, request_bytes, fake) runs per request on its own thread;
@@ -807,26 +816,10 @@ class FakeUpstream:
         self.handler = handler
         self.requests = []
         self.errors = []
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(64)
-        self.port = self.lsock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.stopping = False
-        self.threads = []
-        threading.Thread(target=self._accept, daemon=True).start()
-        ctx.fakes.append(self)
+        super().__init__(ctx)
 
-    def _accept(self):
-        while not self.stopping:
-            try:
-                s, _ = self.lsock.accept()
-            except OSError:
-                return
-            th = threading.Thread(target=self._serve, args=(s,), daemon=True)
-            th.start()
-            self.threads.append(th)
+    def accepted(self, s):
+        threading.Thread(target=self._serve, args=(s,), daemon=True).start()
 
     def _serve(self, s):
         try:
@@ -843,13 +836,6 @@ class FakeUpstream:
                 s.close()
             except OSError:
                 pass
-
-    def stop(self):
-        self.stopping = True
-        try:
-            self.lsock.close()
-        except OSError:
-            pass
 
 
 def reply_raw(raw):

@@ -168,13 +168,9 @@ class EarlyAnswerUpstream(harness.Listener):
 
     def _serve(self, s):
         s.settimeout(5)
-        head = b""
         try:
-            while b"\r\n\r\n" not in head:
-                b = s.recv(65536)
-                if not b:
-                    return
-                head += b
+            if harness.read_head(s) is None:
+                return
             body = b'{"error":{"message":"too large","code":"upstream_413"}}'
             s.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
                       b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)

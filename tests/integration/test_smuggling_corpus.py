@@ -460,12 +460,8 @@ class ScriptedUpstream(harness.Listener):
     def _serve(self, s):
         try:
             s.settimeout(10)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                b = s.recv(65536)
-                if not b:
-                    return
-                data += b
+            if harness.read_head(s) is None:
+                return
             parts = splits(self.reply, "lines", None) if self.split else [self.reply]
             for k, p in enumerate(parts):
                 if k:
