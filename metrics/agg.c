@@ -92,6 +92,9 @@ const char *const tt_agg_family_names[TT_FAM__COUNT] = {
     [TT_FAM_ISL]     = "tokentap_input_sequence_length_tokens",
     [TT_FAM_OSL]     = "tokentap_output_sequence_length_tokens",
     [TT_FAM_SERVER_PREFILL] = "tokentap_server_prefill_seconds",
+    [TT_FAM_CLIENT_TTFT] = "tokentap_client_time_to_first_token_seconds",
+    [TT_FAM_CLIENT_TTFO] = "tokentap_client_time_to_first_output_token_seconds",
+    [TT_FAM_CLIENT_LATENCY] = "tokentap_client_request_latency_seconds",
 };
 
 static const char *const family_help[TT_FAM__COUNT] = {
@@ -103,6 +106,9 @@ static const char *const family_help[TT_FAM__COUNT] = {
     [TT_FAM_ISL]     = "Input (prompt) tokens per ok request, from usage.",
     [TT_FAM_OSL]     = "Output tokens (answer + reasoning) per ok request.",
     [TT_FAM_SERVER_PREFILL] = "Prompt processing time the server itself reports (llama.cpp prompt_ms, Ollama prompt_eval_duration) per ok request.",
+    [TT_FAM_CLIENT_TTFT] = "Time until the client's TCP acknowledged the first token event (streaming, ok requests).",
+    [TT_FAM_CLIENT_TTFO] = "Time until the client's TCP acknowledged the first answer token event (streaming, ok requests).",
+    [TT_FAM_CLIENT_LATENCY] = "Time until the client's TCP acknowledged the whole response (ok requests).",
 };
 
 /* the per-request metric feeding each family (ICL is fed from the gaps) */
@@ -111,6 +117,8 @@ static const int family_metric[TT_FAM__COUNT] = {
     [TT_FAM_ITL] = TT_M_ITL, [TT_FAM_ICL] = -1,
     [TT_FAM_LATENCY] = TT_M_REQUEST_LATENCY, [TT_FAM_ISL] = TT_M_ISL,
     [TT_FAM_OSL] = TT_M_OSL, [TT_FAM_SERVER_PREFILL] = TT_M_SERVER_PREFILL,
+    [TT_FAM_CLIENT_TTFT] = TT_M_CLIENT_TTFT, [TT_FAM_CLIENT_TTFO] = TT_M_CLIENT_TTFO,
+    [TT_FAM_CLIENT_LATENCY] = TT_M_CLIENT_LATENCY,
 };
 
 static const double latency_buckets[] = {

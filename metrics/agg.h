@@ -58,6 +58,9 @@ enum tt_agg_family {
     TT_FAM_ISL,             /* tokentap_input_sequence_length_tokens */
     TT_FAM_OSL,             /* tokentap_output_sequence_length_tokens */
     TT_FAM_SERVER_PREFILL,  /* tokentap_server_prefill_seconds (server-reported) */
+    TT_FAM_CLIENT_TTFT,     /* tokentap_client_time_to_first_token_seconds */
+    TT_FAM_CLIENT_TTFO,     /* tokentap_client_time_to_first_output_token_seconds */
+    TT_FAM_CLIENT_LATENCY,  /* tokentap_client_request_latency_seconds */
     TT_FAM__COUNT
 };
 

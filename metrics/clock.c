@@ -75,6 +75,31 @@ static void server_figures(const struct tt_request *r, struct tt_metric_values *
         put(m, TT_M_TTFT_OUTSIDE, ttft - prefill - (queue > 0 ? queue : 0));
 }
 
+/*
+ * The client's clock (SPEC section 12): the instants its TCP acknowledged
+ * the last byte of the first token event, the first output token event and
+ * the response.  Absent when no acknowledgement came, never guessed.
+ */
+static void client_figures(const struct tt_request *r, struct tt_metric_values *m,
+                           int streaming)
+{
+    double v;
+
+    if (streaming) {
+        if ((v = since_t0(r, r->ts[TT_TS_FIRST_TOKEN_ACKED])) >= 0)
+            put(m, TT_M_CLIENT_TTFT, v);
+        if ((v = since_t0(r, r->ts[TT_TS_FIRST_OUTPUT_TOKEN_ACKED])) >= 0)
+            put(m, TT_M_CLIENT_TTFO, v);
+        if (r->ts[TT_TS_FIRST_TOKEN_ACKED] != 0 &&
+            r->ts[TT_TS_FIRST_TOKEN_ACKED] >= r->ts[TT_TS_FIRST_TOKEN] &&
+            r->ts[TT_TS_FIRST_TOKEN] != 0)
+            put(m, TT_M_DELIVERY_DELAY,
+                (double)(r->ts[TT_TS_FIRST_TOKEN_ACKED] - r->ts[TT_TS_FIRST_TOKEN]) / 1e6);
+    }
+    if ((v = since_t0(r, r->ts[TT_TS_RESPONSE_ACKED])) >= 0)
+        put(m, TT_M_CLIENT_LATENCY, v);
+}
+
 void tt_metrics_compute(const struct tt_request *r, struct tt_metric_values *m,
                         const char **token_count_source)
 {
@@ -104,6 +129,7 @@ void tt_metrics_compute(const struct tt_request *r, struct tt_metric_values *m,
         lat = since_t0(r, r->ts[TT_TS_RESPONSE_COMPLETE]);
     if (lat >= 0)
         put(m, TT_M_REQUEST_LATENCY, lat);
+    client_figures(r, m, streaming);
 
     if (s->usage_input >= 0)
         put(m, TT_M_ISL, (double)s->usage_input);

@@ -22,6 +22,10 @@ const char *const tt_metric_tag[TT_M__COUNT] = {
     [TT_M_SERVER_PREFILL]    = "server_prefill_ms",
     [TT_M_SERVER_QUEUE]      = "server_queue_ms",
     [TT_M_TTFT_OUTSIDE]      = "ttft_outside_server_ms",
+    [TT_M_CLIENT_TTFT]       = "client_time_to_first_token",
+    [TT_M_CLIENT_TTFO]       = "client_time_to_first_output_token",
+    [TT_M_CLIENT_LATENCY]    = "client_request_latency",
+    [TT_M_DELIVERY_DELAY]    = "delivery_delay",
 };
 
 const char *const tt_metric_unit[TT_M__COUNT] = {
@@ -40,6 +44,10 @@ const char *const tt_metric_unit[TT_M__COUNT] = {
     [TT_M_SERVER_PREFILL]    = "ms",
     [TT_M_SERVER_QUEUE]      = "ms",
     [TT_M_TTFT_OUTSIDE]      = "ms",
+    [TT_M_CLIENT_TTFT]       = "ms",
+    [TT_M_CLIENT_TTFO]       = "ms",
+    [TT_M_CLIENT_LATENCY]    = "ms",
+    [TT_M_DELIVERY_DELAY]    = "ms",
 };
 
 int tt_metric_by_tag(const char *tag)

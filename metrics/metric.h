@@ -24,6 +24,11 @@ enum tt_metric {
     TT_M_SERVER_PREFILL,    /* server_prefill_ms, ms (server-reported) */
     TT_M_SERVER_QUEUE,      /* server_queue_ms, ms (server-reported) */
     TT_M_TTFT_OUTSIDE,      /* ttft_outside_server_ms, ms: TTFT - server queue - prefill */
+    /* the client's clock (SPEC section 12): its TCP acknowledged the bytes */
+    TT_M_CLIENT_TTFT,       /* client_time_to_first_token, ms: first_token_acked - t0 */
+    TT_M_CLIENT_TTFO,       /* client_time_to_first_output_token, ms */
+    TT_M_CLIENT_LATENCY,    /* client_request_latency, ms: response_acked - t0 */
+    TT_M_DELIVERY_DELAY,    /* delivery_delay, ms: first_token_acked - first_token */
     TT_M__COUNT
 };
 

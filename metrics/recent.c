@@ -37,6 +37,7 @@ static void fill(struct tt_recent_entry *e, const struct tt_request *r,
         (uintptr_t)r->err_type < (uintptr_t)(r + 1))
         e->r.err_type = (const char *)&e->r + ((uintptr_t)r->err_type - (uintptr_t)r);
     e->r.token_ts = NULL;
+    e->r.token_end = NULL;
     e->r.n_token_ts = 0;
     e->r.cap_token_ts = 0;
     tt_record_redact_path(r->path, e->r.path, sizeof(e->r.path));

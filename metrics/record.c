@@ -505,6 +505,43 @@ static void metric_entry(struct jw *w, int id, double v, int *first)
     JW_LIT(w, "\"}");
 }
 
+/* metadata.client_tcp and metadata.delivery (SPEC section 12) */
+static void delivery_fields(struct jw *w, const struct tt_request *r, int *f)
+{
+    const struct tt_delivery_stats *d = &r->dl;
+    int g = 1;
+
+    if (d->has_tcp) {
+        JW_KEY(w, "client_tcp", f);
+        jw_raw(w, "{", 1);
+        JW_KEY(w, "rtt_us", &g);
+        jw_u64(w, d->rtt_us);
+        JW_KEY(w, "min_rtt_us", &g);
+        jw_u64(w, d->min_rtt_us);
+        JW_KEY(w, "rttvar_us", &g);
+        jw_u64(w, d->rttvar_us);
+        JW_KEY(w, "retransmits", &g);
+        jw_u64(w, d->retransmits);
+        JW_KEY(w, "delivery_rate_bps", &g);
+        jw_u64(w, d->delivery_rate_bps);
+        JW_KEY(w, "unacked_bytes", &g);
+        jw_u64(w, d->unacked_bytes);
+        jw_raw(w, "}", 1);
+    }
+    JW_KEY(w, "delivery", f);
+    jw_raw(w, "{", 1);
+    g = 1;
+    JW_KEY(w, "written_bytes", &g);
+    jw_u64(w, d->written_bytes);
+    JW_KEY(w, "acked_bytes", &g);
+    jw_u64(w, d->acked_bytes);
+    JW_KEY(w, "token_events", &g);
+    jw_u64(w, r->s.token_events);
+    JW_KEY(w, "acked_token_events", &g);
+    jw_u64(w, d->acked_token_events);
+    jw_raw(w, "}", 1);
+}
+
 char *tt_record_format(const struct tt_request *r,
                        const struct tt_metric_values *m, const char *source,
                        const struct tt_slo_result *slo, size_t *len)
@@ -644,6 +681,8 @@ char *tt_record_format(const struct tt_request *r,
     jw_u64(&w, r->bytes_in);
     JW_KEY(&w, "bytes_out", &f);
     jw_u64(&w, r->bytes_out);
+    if (r->dl.on)
+        delivery_fields(&w, r, &f);
     if (slo != NULL) {
         JW_KEY(&w, "slo", &f);
         jw_lit(&w, slo->good ? "{\"good\":true,\"violations\":["

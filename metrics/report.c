@@ -63,6 +63,10 @@ static const char *const header_of[NMETRIC] = {
     [TT_M_SERVER_PREFILL]    = "Server Prefill",
     [TT_M_SERVER_QUEUE]      = "Server Queue",
     [TT_M_TTFT_OUTSIDE]      = "TTFT Outside Server",
+    [TT_M_CLIENT_TTFT]       = "Client Time to First Token",
+    [TT_M_CLIENT_TTFO]       = "Client Time to First Output Token",
+    [TT_M_CLIENT_LATENCY]    = "Client Request Latency",
+    [TT_M_DELIVERY_DELAY]    = "Delivery Delay",
     [ICL]                    = "Inter Chunk Latency",
 };
 
@@ -79,6 +83,10 @@ static const char *const abbr_of[NMETRIC] = {
     [TT_M_OUTPUT_TOKENS]     = "Output tokens",
     [TT_M_REASONING_TOKENS]  = "Reasoning tokens",
     [TT_M_REASONING_LATENCY] = "Reasoning (ms)",
+    [TT_M_CLIENT_TTFT]       = "Client TTFT (ms)",
+    [TT_M_CLIENT_TTFO]       = "Client TTFO (ms)",
+    [TT_M_CLIENT_LATENCY]    = "Client latency (ms)",
+    [TT_M_DELIVERY_DELAY]    = "Delivery (ms)",
     [ICL]                    = "ICL (ms)",
 };
 
@@ -87,6 +95,7 @@ static const int order[NMETRIC] = {
     TT_M_TTFT, TT_M_TTST, TT_M_TTFO, TT_M_REQUEST_LATENCY, TT_M_ITL, ICL,
     TT_M_OTPS_USER, TT_M_ISL, TT_M_OSL, TT_M_OUTPUT_TOKENS,
     TT_M_REASONING_TOKENS, TT_M_REASONING_LATENCY,
+    TT_M_CLIENT_TTFT, TT_M_CLIENT_TTFO, TT_M_CLIENT_LATENCY, TT_M_DELIVERY_DELAY,
     TT_M_CACHED_INPUT, TT_M_SERVER_QUEUE, TT_M_SERVER_PREFILL, TT_M_TTFT_OUTSIDE,
 };
 

@@ -13,6 +13,7 @@ const char *const tt_ts_names[TT_TS__COUNT] = {
     "request_complete", "upstream_connected", "upstream_tls", "request_sent",
     "response_headers", "first_event", "first_token", "second_token",
     "first_output_token", "last_token", "response_complete", "delivered",
+    "first_token_acked", "first_output_token_acked", "response_acked",
 };
 
 static const char *const api_names[TT_API__COUNT] = {
@@ -60,8 +61,21 @@ void tt_request_reset(struct tt_request *r)
 
     memcpy(client, r->client, sizeof(client));      /* the connection's */
     free(r->token_ts);
+    free(r->token_end);
     tt_request_init(r);
     memcpy(r->client, client, sizeof(client));
+}
+
+void tt_request_move(struct tt_request *dst, struct tt_request *src)
+{
+    *dst = *src;
+    /* an upstream-named error type lives inside the request (r->s) */
+    if (src->err_type != NULL && (uintptr_t)src->err_type >= (uintptr_t)src &&
+        (uintptr_t)src->err_type < (uintptr_t)(src + 1))
+        dst->err_type = (const char *)dst + ((uintptr_t)src->err_type - (uintptr_t)src);
+    src->token_ts = NULL;
+    src->token_end = NULL;
+    tt_request_reset(src);
 }
 
 int tt_request_token(struct tt_request *r, uint64_t ts)
@@ -72,8 +86,17 @@ int tt_request_token(struct tt_request *r, uint64_t ts)
         if (p == NULL)
             return -1;
         r->token_ts = p;
+        if (r->measure_delivery) {
+            uint32_t *e = realloc(r->token_end, cap * sizeof(*e));
+            if (e == NULL)
+                return -1;
+            r->token_end = e;
+        }
         r->cap_token_ts = cap;
     }
+    if (r->token_end != NULL)
+        r->token_end[r->n_token_ts] = r->handed > UINT32_MAX ? UINT32_MAX
+                                                             : (uint32_t)r->handed;
     r->token_ts[r->n_token_ts++] = ts;
     return 0;
 }

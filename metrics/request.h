@@ -44,6 +44,11 @@ enum tt_ts {
     TT_TS_LAST_TOKEN,
     TT_TS_RESPONSE_COMPLETE,
     TT_TS_DELIVERED,
+    /* the client's TCP acknowledged the last byte of (SPEC section 12;
+     * same order as enum tt_dmark in proxy/delivery.h) */
+    TT_TS_FIRST_TOKEN_ACKED,
+    TT_TS_FIRST_OUTPUT_TOKEN_ACKED,
+    TT_TS_RESPONSE_ACKED,
     TT_TS__COUNT
 };
 
@@ -103,6 +108,22 @@ struct tt_stream_stats {
     char     model[128];        /* model named by the response, if any */
 };
 
+/*
+ * What reached the client (SPEC section 12), filled when the request ends
+ * (proxy/delivery.c); absent from the record unless <on>.
+ */
+struct tt_delivery_stats {
+    unsigned on:1;              /* measured: metadata.delivery */
+    unsigned has_tcp:1;         /* TCP_INFO read: metadata.client_tcp */
+    uint32_t rtt_us, min_rtt_us, rttvar_us;
+    uint32_t retransmits;       /* during this request */
+    uint64_t delivery_rate_bps;
+    uint64_t unacked_bytes;     /* written, not acknowledged, at the end */
+    uint64_t written_bytes;     /* this response's bytes the socket took */
+    uint64_t acked_bytes;       /* of those, acknowledged */
+    uint32_t acked_token_events;
+};
+
 struct tt_pair;
 
 struct tt_request {
@@ -118,6 +139,12 @@ struct tt_request {
     uint64_t *token_ts;
     uint32_t  n_token_ts;
     uint32_t  cap_token_ts;
+    /* with delivery measured: <handed> when each token event was decoded
+     * (the response bytes handed to the client by then, its read's end),
+     * beside token_ts; owned like it, NULL otherwise */
+    uint32_t *token_end;
+    uint64_t  handed;           /* response bytes handed to the client so far */
+    unsigned  measure_delivery:1;
 
     char     request_id[128];
     char     client[48];        /* client address, for the access log: set
@@ -148,6 +175,7 @@ struct tt_request {
     uint64_t bytes_out;         /* response body bytes */
 
     struct tt_stream_stats s;
+    struct tt_delivery_stats dl;
 
     /* error of the request as a whole; type is a static string or NULL */
     int         err_code;       /* HTTP-ish code: 502, 504, 499, 400... */
@@ -157,6 +185,9 @@ struct tt_request {
 
 void tt_request_init(struct tt_request *r);      /* zero + "absent" markers */
 void tt_request_reset(struct tt_request *r);     /* free owned memory, re-init */
+/* <src>, with what it owns, moved to <dst> (uninitialised); <src> is left
+ * as after tt_request_reset() */
+void tt_request_move(struct tt_request *dst, struct tt_request *src);
 /* note a token event at <ts>; returns 0, or -1 when out of memory */
 int  tt_request_token(struct tt_request *r, uint64_t ts);
 void tt_request_set_error(struct tt_request *r, int code, const char *type,

@@ -89,6 +89,7 @@ static const char *const log_names[] = { "error", "warn", "info", "debug", NULL 
 static const char *const log_format_names[] = { "logfmt", "json", NULL };
 static const char *const think_names[] = { "auto", "on", "off", NULL };
 static const char *const cancel_names[] = { "cancel", "finish", NULL };
+static const char *const onoff_names[] = { "off", "on", NULL };
 
 static int check_listen(const char *v, char *err, size_t errlen);
 static int check_admin(const char *v, char *err, size_t errlen);
@@ -132,6 +133,9 @@ static const struct opt opts[] = {
     { "inject_usage", S_PROXY, T_BOOL, F(inject_usage), "false", NULL,
       0, 0, NULL, NULL,
       "OpenAI streams: ask for usage upstream, remove it before the client" },
+    { "delivery", S_PROXY, T_ENUM, F(delivery), "on", "on|off", 0, 0,
+      onoff_names, NULL,
+      "client acknowledgements: client TTFT and latency (Linux)" },
     { "drain_timeout", S_PROXY, T_DUR, F(drain_timeout_ms), "30s", "DURATION",
       0, DAY, NULL, NULL,
       "SIGTERM grace period for in-flight streams" },

@@ -65,6 +65,7 @@ struct tt_config {
     int      think_tags;            /* enum tt_think_mode, "auto" */
     int      add_request_id;        /* add X-Request-Id upstream when absent: 0 */
     int      inject_usage;          /* --inject-usage (proxy/usagewire.c): 0 */
+    int      delivery;              /* --delivery on|off (proxy/delivery.c): 1 */
     unsigned drain_timeout_ms;      /* SIGTERM grace period: 30000 */
     char     ready_file[TT_PATH_MAX]; /* bound addresses written here, "" none */
     /* [upstream] */

@@ -52,6 +52,7 @@
 #include "metrics/record.h"
 #include "metrics/request.h"
 #include "proxy/access.h"
+#include "proxy/delivery.h"
 #include "proxy/httphead.h"
 #include "proxy/inspect.h"
 #include "proxy/io.h"
@@ -82,6 +83,10 @@ struct tt_conn {
     struct tt_leg       pri;        /* the primary leg; its req is &req */
     struct tt_leg      *shadows;    /* shadow legs of this connection (cnext) */
     struct tt_inspect   insp;
+    struct tt_delivery  dl;         /* what the client acknowledged (proxy/delivery.h) */
+    struct tt_request  *acking;     /* owned: a finished request whose record waits
+                                     * for the client's acknowledgement, or NULL */
+    unsigned            marking;    /* delivery marks the next write ends (TT_DM_BIT) */
     uint64_t            now;        /* stamp of the read being handled */
     uint64_t            last_cread; /* stamp of the latest client read */
     uint64_t            queued_since; /* read stamp of the oldest response bytes
@@ -115,6 +120,8 @@ static void request_finish(struct tt_conn *c);
 static void next_request(struct tt_conn *c);
 static void forward_body(struct tt_conn *c, struct evbuffer *in, size_t n);
 static void request_complete(struct tt_conn *c);
+static void acking_done(struct tt_conn *c);
+static int may_still_send(struct tt_conn *c);
 
 #define CFG(c) ((c)->w->cfg)
 #define RS(c) ((c)->pri.st)
@@ -242,22 +249,50 @@ struct evbuffer *tt_conn_stage(struct tt_conn *c)
  * common case for a stream).  What the socket does not take, and anything
  * on a TLS connection, goes to the bufferevent's output as usual.
  */
+/* the write that ended the marks of tt_conn_mark() is done: they get the
+ * socket's byte count (bytes still held here go out in order) */
+static void marks_written(struct tt_conn *c)
+{
+    tt_delivery_written(&c->dl, c->marking, evbuffer_get_length(c->stage) +
+                        evbuffer_get_length(bufferevent_get_output(c->cbev)));
+    c->marking = 0;
+}
+
 void tt_conn_flush(struct tt_conn *c)
 {
     struct evbuffer *out = bufferevent_get_output(c->cbev);
+    size_t n = evbuffer_get_length(c->stage);
 
-    if (evbuffer_get_length(c->stage) == 0)
+    if (n == 0)
         return;
+    c->req.handed += n;
     if (c->plain_client && evbuffer_get_length(out) == 0) {
         evbuffer_write(c->stage, c->cfd);
         if (evbuffer_get_length(c->stage) == 0) {
             tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->pri.now, tt_now_mono());
+            if (c->marking)
+                marks_written(c);
             return;
         }
     }
     if (c->queued_since == 0)
         c->queued_since = c->pri.now;       /* handed over in client_write() */
     evbuffer_add_buffer(out, c->stage);
+    if (c->marking)
+        marks_written(c);
+}
+
+int tt_conn_delivery_on(const struct tt_conn *c)
+{
+    return tt_delivery_on(&c->dl);
+}
+
+void tt_conn_mark(struct tt_conn *c, unsigned marks)
+{
+    if (marks == 0 || !tt_delivery_on(&c->dl))
+        return;
+    tt_delivery_arm(&c->dl);
+    c->marking |= marks;
 }
 
 int tt_conn_room(struct tt_conn *c)
@@ -278,9 +313,12 @@ int tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room)
 
     if (!c->plain_client || room != 0)
         return -1;
+    c->req.handed += n;
     w = tt_send(c->cfd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w == (ssize_t)n) {
         tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->pri.now, tt_now_mono());
+        if (c->marking)
+            marks_written(c);
         return 0;
     }
     if (w < 0)
@@ -288,6 +326,8 @@ int tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room)
     evbuffer_add(bufferevent_get_output(c->cbev), buf + w, n - (size_t)w);
     if (c->queued_since == 0)
         c->queued_since = c->pri.now;       /* handed over in client_write() */
+    if (c->marking)
+        marks_written(c);
     return 0;
 }
 
@@ -450,7 +490,13 @@ static void client_request_id(struct tt_conn *c)
 
 static void request_begin(struct tt_conn *c)
 {
+    /* a keep-alive client's next request comes after its acknowledgement
+     * of the last response: the waiting record has it now */
+    if (c->acking != NULL)
+        acking_done(c);
     tt_request_reset(&c->req);
+    tt_delivery_begin(&c->dl);
+    c->req.measure_delivery = tt_delivery_on(&c->dl);
     c->req.t0 = c->now;
     c->req.start_wall_ns = tt_now_wall();
     c->req.upstream_name = "primary";
@@ -930,13 +976,18 @@ void tt_conn_shadow_unlink(struct tt_conn *c, struct tt_leg *l)
 /* ------------------------------------------------------------------ */
 /* finishing                                                           */
 
-/* the request is over (delivered, failed or cancelled): record it */
-static void request_finish(struct tt_conn *c)
+/*
+ * The request is over (delivered, failed or cancelled): record it.  With
+ * <may_wait>, a delivered response whose last bytes the client has not yet
+ * acknowledged moves to c->acking and is recorded when the acknowledgement
+ * comes (acking_done); returns 1 then, else 0.
+ */
+static int request_end(struct tt_conn *c, int may_wait)
 {
     struct tt_request *r = &c->req;
 
     if (!c->active)
-        return;
+        return 0;
     c->active = 0;
     if (r->ts[TT_TS_DELIVERED] == 0 && !r->cancelled && c->resp_started &&
         evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
@@ -951,19 +1002,65 @@ static void request_finish(struct tt_conn *c)
         tt_inspect_free(&c->insp);
         c->insp_on = 0;
     }
-    tt_worker_request_done(c->w, r);
     if (c->pri.stream != NULL) {
         tt_stream_free(c->pri.stream);
         c->pri.stream = NULL;
     }
     c->nreq++;
+    if (r->ended == 0)
+        r->ended = c->now;
+    if (may_wait && !r->cancelled && c->acking == NULL &&
+        (tt_delivery_poll(&c->dl), !tt_delivery_settled(&c->dl)) &&
+        (c->acking = malloc(sizeof(*c->acking))) != NULL) {
+        struct timeval tv = { CFG(c)->send_timeout_ms / 1000,
+                              (CFG(c)->send_timeout_ms % 1000) * 1000 };
+        tt_request_move(c->acking, r);
+        /* a client that never acknowledges: recorded without, after send_timeout */
+        event_add(c->dl.watch, &tv);
+        return 1;
+    }
+    tt_delivery_finish(&c->dl, r, evbuffer_get_length(c->stage) +
+                       evbuffer_get_length(bufferevent_get_output(c->cbev)));
+    tt_worker_request_done(c->w, r);
+    return 0;
+}
+
+static void request_finish(struct tt_conn *c)
+{
+    (void)request_end(c, 0);
+}
+
+/* the record that waited for the client's acknowledgement goes out (with
+ * it, or without: the client left, the next request came, send_timeout) */
+static void acking_done(struct tt_conn *c)
+{
+    struct tt_request *r = c->acking;
+
+    c->acking = NULL;
+    if (c->dl.watch != NULL)
+        event_add(c->dl.watch, NULL);       /* the deadline is gone */
+    tt_delivery_finish(&c->dl, r, 0);
+    tt_worker_request_done(c->w, r);
+    tt_request_reset(r);
+    free(r);
 }
 
 /* response delivered: next request on this connection, or close */
 static void next_request(struct tt_conn *c)
 {
-    request_finish(c);
+    /* a client still uploading is closed lingering at once (an early
+     * answer): its record does not wait for an acknowledgement */
+    int waits = request_end(c, !may_still_send(c));
+
     if (!c->keepalive || c->w->draining || c->client_eof) {
+        if (waits) {
+            /* closed once the acknowledgement is in (acking_done) */
+            c->closing = 1;
+            c->keepalive = 0;
+            bufferevent_disable(c->cbev, EV_READ);
+            evtimer_del(c->ctimer);
+            return;
+        }
         close_after_flush(c);
         return;
     }
@@ -1034,6 +1131,8 @@ static void conn_free(struct tt_conn *c)
     evutil_socket_t keep = c->closing && may_still_send(c)
                          ? fcntl(c->cfd, F_DUPFD_CLOEXEC, 0) : -1;
 
+    if (c->acking != NULL)
+        acking_done(c);
     request_finish(c);
     /* shadows of earlier requests run on alone; unfinished copies stop */
     shadows_release(c, 1, SH_DETACH, "client closed the connection");
@@ -1045,7 +1144,7 @@ static void conn_free(struct tt_conn *c)
         c->req.pair = NULL;
     }
     tt_request_reset(&c->req);
-    free(c->req.token_ts);
+    tt_delivery_fini(&c->dl);
     tt_head_free(&c->rqh);
     event_free(c->ctimer);
     evbuffer_free(c->stage);
@@ -1088,6 +1187,10 @@ static void client_write(struct bufferevent *bev, void *arg)
         tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->queued_since, c->now);
         c->queued_since = 0;
     }
+    if (c->dl.armed || c->dl.unmapped)
+        tt_delivery_drained(&c->dl);    /* every marked byte is on the socket */
+    if (c->closing && c->acking != NULL)
+        return;                         /* closed by watch_cb() */
     if (c->closing) {
         conn_free(c);
         return;
@@ -1098,6 +1201,58 @@ static void client_write(struct bufferevent *bev, void *arg)
     } else if (RS(c) == LEG_DONE && c->active) {
         c->req.ts[TT_TS_DELIVERED] = c->now;
         next_request(c);
+    }
+}
+
+/*
+ * A client's FIN while its response is on the way: has it left?  When its
+ * TCP had already acknowledged response bytes, yes: it was reading the
+ * answer and closed (a client still reading does not shut its sending side
+ * in the middle of an answer).  Before that, the FIN may be an HTTP/1.1
+ * half-close right after the request, which gets its answer (a client
+ * that did leave then resets at the next bytes, seen by the watch).
+ * Without delivery measurement the kernel is not asked: bytes handed over
+ * stand in for bytes acknowledged.
+ */
+static int streaming_to(const struct tt_conn *c)
+{
+    int acked;
+
+    if (c->rq != RQ_DONE || c->req.handed == 0 || RS(c) == LEG_DONE)
+        return 0;
+    acked = tt_delivery_response_acked(&c->dl);
+    return acked != 0;
+}
+
+/*
+ * The watch on the client socket (proxy/delivery.h): acknowledgement
+ * stamps, the deadline of a record waiting for one, and the peer's close
+ * or reset where the bufferevent is not reading (half-closed, or its
+ * input full).
+ */
+static void watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct tt_conn *c = arg;
+    (void)fd;
+
+    c->now = tt_now_mono();
+    if (c->acking != NULL &&
+        ((what & EV_TIMEOUT) || (tt_delivery_poll(&c->dl), tt_delivery_settled(&c->dl)))) {
+        acking_done(c);
+        if (c->closing) {
+            if (evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
+                conn_free(c);
+            return;
+        }
+    } else if (!(what & EV_TIMEOUT)) {
+        tt_delivery_poll(&c->dl);
+    }
+    if (!(what & (EV_READ | EV_CLOSED)) || c->closing)
+        return;
+    if ((c->client_eof && tt_delivery_peer_gone(&c->dl)) ||
+        ((what & EV_CLOSED) && !c->client_eof && streaming_to(c))) {
+        c->client_gone = 1;
+        conn_cancel(c, "client closed the connection");
     }
 }
 
@@ -1120,7 +1275,7 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
         return;
     }
     if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) && c->active &&
-        !c->closing && RS(c) != LEG_TUNNEL &&
+        !c->closing && RS(c) != LEG_TUNNEL && !streaming_to(c) &&
         (c->rq == RQ_DONE ||
          ((c->rq == RQ_WAIT_UP || c->rq == RQ_HOLD || c->rq == RQ_BODY) &&
           evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0))) {
@@ -1131,6 +1286,8 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
         c->client_eof = 1;
         c->keepalive = 0;
         bufferevent_disable(c->cbev, EV_READ);
+        /* a client that did leave resets at the next bytes: seen at once */
+        (void)tt_delivery_watch(&c->dl);
         return;
     }
     c->client_gone = 1;
@@ -1223,6 +1380,8 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
     tt_nodelay(c->cbev);
     c->plain_client = bufferevent_openssl_get_ssl(c->cbev) == NULL;
     c->cfd = fd;
+    tt_delivery_init(&c->dl, w->base, fd, !c->plain_client, cfg->delivery,
+                     watch_cb, c);
     bufferevent_setcb(c->cbev, client_read, client_write, client_event, c);
     bufferevent_setwatermark(c->cbev, EV_READ, 0, cfg->buffer_bytes);
     {
@@ -1252,7 +1411,7 @@ void tt_conn_drain(struct tt_conn *c)
 {
     c->keepalive = 0;
     if (!c->active)
-        conn_free(c);
+        conn_free(c);           /* a record waiting for an ack goes without */
 }
 
 void tt_conn_abort(struct tt_conn *c)

@@ -55,6 +55,10 @@ int  tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
                            int status, int chunked);
 /* the response is complete */
 void tt_conn_response_done(struct tt_conn *c);
+/* delivery (proxy/delivery.h): is it measured; the next write to the
+ * client ends <marks> (TT_DM_BIT), so it asks for the kernel's stamp */
+int  tt_conn_delivery_on(const struct tt_conn *c);
+void tt_conn_mark(struct tt_conn *c, unsigned marks);
 /* the upstream failed the request; <type> is a static string */
 void tt_conn_leg_failed(struct tt_conn *c, int status, const char *type,
                         const char *msg);

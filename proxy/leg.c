@@ -37,6 +37,7 @@
 #include "metrics/agg.h"
 #include "metrics/pairs.h"
 #include "proxy/conn.h"
+#include "proxy/delivery.h"
 #include "proxy/io.h"
 #include "proxy/log.h"
 #include "proxy/stream.h"
@@ -677,6 +678,40 @@ static void interim_head(struct tt_leg *l)
 }
 
 /*
+ * The delivery marks (proxy/delivery.h) the client's next write of this
+ * read ends, asked of the connection before the write: <ahead> bytes of
+ * the response are about to be handed over, <e> is the parser's outcome.
+ * Until the first token and the first output token are seen, the read is
+ * decoded before it is written (a few microseconds, a few reads a
+ * request), so that the write that carries one asks for its stamp; the
+ * response's end is known from the parser.  A token event's place is the
+ * end of its read.
+ */
+static void read_marks(struct tt_leg *l, enum llhttp_errno e, size_t ahead)
+{
+    struct tt_request *r = l->req;
+    unsigned marks = 0;
+
+    if (!tt_conn_delivery_on(l->c))
+        return;
+    if (l->stream != NULL &&
+        (r->ts[TT_TS_FIRST_TOKEN] == 0 || r->ts[TT_TS_FIRST_OUTPUT_TOKEN] == 0)) {
+        int ft = r->ts[TT_TS_FIRST_TOKEN] == 0, fo = r->ts[TT_TS_FIRST_OUTPUT_TOKEN] == 0;
+
+        r->handed += ahead;
+        decode_side(l);
+        r->handed -= ahead;
+        if (ft && r->ts[TT_TS_FIRST_TOKEN] != 0)
+            marks |= TT_DM_BIT(TT_DM_FIRST_TOKEN);
+        if (fo && r->ts[TT_TS_FIRST_OUTPUT_TOKEN] != 0)
+            marks |= TT_DM_BIT(TT_DM_FIRST_OUTPUT_TOKEN);
+    }
+    if (e == HPE_PAUSED && l->msg_done)
+        marks |= TT_DM_BIT(TT_DM_RESPONSE);
+    tt_conn_mark(l->c, marks);
+}
+
+/*
  * The body bytes of a read are on their way to the client: decode them,
  * then the parser's outcome <e>: the message's end, or a framing error
  * (the cause; the cut stream its effect).  <l> may be gone after.
@@ -723,8 +758,10 @@ void tt_leg_process(struct tt_leg *l)
                 if (response_head(l) < 0)
                     return;
                 if (l->msg_done) {
-                    if (!l->shadow && l->c != NULL)
+                    if (!l->shadow && l->c != NULL) {
+                        tt_conn_mark(l->c, TT_DM_BIT(TT_DM_RESPONSE));
                         tt_conn_flush(l->c);
+                    }
                     response_complete(l);
                     return;
                 }
@@ -746,10 +783,13 @@ void tt_leg_process(struct tt_leg *l)
             n = tt_parse_buf(&l->rsp, in, 0, avail, &e, NULL, &l->chunks);
             if (l->shadow || l->dechunk || l->inj != NULL) {
                 evbuffer_drain(in, n);
-                if (!l->shadow)
+                if (!l->shadow) {
+                    read_marks(l, e, evbuffer_get_length(tt_conn_stage(l->c)));
                     tt_conn_flush(l->c);
+                }
             } else {                /* sink: body bytes */
                 evbuffer_remove_buffer(in, tt_conn_stage(l->c), n);
+                read_marks(l, e, evbuffer_get_length(tt_conn_stage(l->c)));
                 tt_conn_flush(l->c);
             }
             if (l->up->suspended)
@@ -803,6 +843,7 @@ static int leg_bytes(void *arg, const char *buf, size_t n)
     l->in_place = 1;                /* <buf> stays until body_read_done() */
     e = tt_chunks_execute(&l->chunks, &l->rsp, buf, n, &used);
     l->in_place = 0;
+    read_marks(l, e, used);
     if (used > 0 && tt_conn_body(l->c, buf, used, room) < 0) {
         evbuffer_add(tt_conn_stage(l->c), buf, used);   /* the client is behind */
         tt_conn_flush(l->c);
