@@ -103,6 +103,7 @@ struct tt_conn {
     unsigned plain_client:1;    /* client on a plain socket: direct writes */
     unsigned client_eof:1;      /* the client half-closed after its request */
     unsigned client_gone:1;     /* the client closed, reset or stopped reading */
+    unsigned no_upgrade:1;      /* Upgrade: h2c, dropped: a plain HTTP/1.1 request */
 };
 
 static void client_read(struct bufferevent *bev, void *arg);
@@ -572,7 +573,7 @@ static int request_send(struct tt_conn *c, long long body_len)
 {
     const struct tt_config *cfg = CFG(c);
     const char *method = llhttp_method_name(llhttp_get_method(&c->rqp));
-    int upgrade = llhttp_get_upgrade(&c->rqp);
+    int upgrade = llhttp_get_upgrade(&c->rqp) && !c->no_upgrade;
 
     /* the head the primary gets */
     evbuffer_drain(c->pri.out, evbuffer_get_length(c->pri.out));
@@ -631,6 +632,9 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
     c->http10 = c->rqp.http_major == 1 && c->rqp.http_minor == 0;
     c->keepalive = llhttp_should_keep_alive(&c->rqp) && !c->w->draining;
     upgrade = llhttp_get_upgrade(&c->rqp);
+    /* h2c cannot be followed: the request goes on in HTTP/1.1 */
+    c->no_upgrade = upgrade && tt_head_upgrade_h2c(&c->rqh);
+    upgrade = upgrade && !c->no_upgrade;
     if ((c->rqp.flags & F_CONTENT_LENGTH) &&
         c->rqp.content_length > cfg->max_body_bytes) {
         fail_request(c, 413, "payload_too_large", "request body exceeds max_body_bytes");
@@ -764,6 +768,10 @@ again:
                     fail_request(c, 431, "header_too_large",
                                  c->rqh.n >= c->rqh.max ? "too many request headers"
                                                         : "request header block too large");
+                else if (e == HPE_PAUSED_H2_UPGRADE)
+                    /* the HTTP/2 preface (--http2-prior-knowledge) */
+                    fail_request(c, 400, "bad_request", "HTTP/2 is not spoken here; "
+                                 "use HTTP/1.1, or TLS with ALPN (it negotiates HTTP/1.1)");
                 else
                     fail_request(c, 400, "bad_request", tt_parse_error(&c->rqp, e));
                 return;
@@ -813,6 +821,7 @@ again:
         }
         case RQ_TUNNEL:
             if (c->pri.up != NULL && avail > 0) {
+                c->req.bytes_in += avail;       /* through the tunnel */
                 evbuffer_add_buffer(tt_leg_output(&c->pri), in);
                 tt_conn_tunnel_activity(c);
             }
