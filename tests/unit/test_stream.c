@@ -64,6 +64,12 @@ static void test_api_detect(void **state)
     assert_int_equal(det("/v1/threads/t/messages"), TT_API_OTHER);
     assert_int_equal(det("/completion"), TT_API_LLAMACPP);
     assert_int_equal(det("/infill"), TT_API_LLAMACPP);
+    assert_int_equal(det("/completion/"), TT_API_LLAMACPP);
+    assert_int_equal(det("/completion?x=1"), TT_API_LLAMACPP);
+    /* whole paths: a mistyped OpenAI path is not llama.cpp's native API */
+    assert_int_equal(det("/v1/chat/completion"), TT_API_OTHER);
+    assert_int_equal(det("/v1/completion"), TT_API_OTHER);
+    assert_int_equal(det("/x/infill"), TT_API_OTHER);
     assert_int_equal(det("/completions"), TT_API_OPENAI_COMPLETIONS);   /* until its events say */
     assert_string_equal(tt_api_name(TT_API_LLAMACPP), "llamacpp.completion");
     assert_int_equal(tt_api_detect("/v1/messagesXYZ", 12), TT_API_ANTHROPIC);
