@@ -385,10 +385,30 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
         close_after_flush(c);
 }
 
+/*
+ * The upstream failed before the request body was read (a dead upstream:
+ * the body waits in the client's input for a connection that never
+ * comes): the parser runs over what the client sent, not forwarded, so
+ * the inspector sees it and the record keeps what the request asked for.
+ */
+static void inspect_unread(struct tt_conn *c)
+{
+    enum llhttp_errno e;
+
+    if (!c->insp_on || c->rq_msg_done ||
+        (c->rq != RQ_WAIT_UP && c->rq != RQ_BODY && c->rq != RQ_HOLD))
+        return;
+    llhttp_resume(&c->rqp);
+    (void)tt_parse_buf(&c->rqp, bufferevent_get_input(c->cbev), 0,
+                       evbuffer_get_length(bufferevent_get_input(c->cbev)), &e,
+                       NULL, NULL);
+}
+
 void tt_conn_leg_failed(struct tt_conn *c, int status, const char *type,
                         const char *msg)
 {
     c->now = c->pri.now;
+    inspect_unread(c);
     fail_request(c, status, type, msg);
 }
 
@@ -960,6 +980,9 @@ static void request_finish(struct tt_conn *c)
         tt_inspect_free(&c->insp);
         c->insp_on = 0;
     }
+    /* no response told whether it streams: the request did */
+    if (r->ts[TT_TS_RESPONSE_HEADERS] == 0 && r->stream == 1)
+        r->s.streaming = 1;
     tt_worker_request_done(c->w, r);
     if (c->pri.stream != NULL) {
         tt_stream_free(c->pri.stream);
