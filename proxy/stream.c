@@ -448,5 +448,6 @@ void tt_stream_free(struct tt_stream *st)
     tt_ndjson_free(&st->nd);
     free(st->body);
     free(st->memo);
+    tt_dec_usage_free(st);
     free(st);
 }
