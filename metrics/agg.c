@@ -1093,6 +1093,28 @@ int tt_agg_prometheus(struct tt_agg *a, struct evbuffer *out)
 
 /* ---- /stats -------------------------------------------------------------- */
 
+/*
+ * Every float of /stats is rounded the same way, once, on the finished
+ * tree: to 3 decimals (ms values to the microsecond; seconds, rates and
+ * fractions alike), so no value shows the float noise of a division
+ * (354.6524658203125).  Integral values (counts, ns stamps) are left as
+ * they are; raw members (the records of recent requests) are already text.
+ */
+static void round_numbers(cJSON *o)
+{
+    cJSON *c;
+
+    for (c = o != NULL ? o->child : NULL; c != NULL; c = c->next) {
+        if (cJSON_IsNumber(c)) {
+            double v = c->valuedouble;
+            if (isfinite(v) && v != floor(v) && fabs(v) < 1e12)
+                cJSON_SetNumberValue(c, round(v * 1000.0) / 1000.0);
+        } else if (cJSON_IsArray(c) || cJSON_IsObject(c)) {
+            round_numbers(c);
+        }
+    }
+}
+
 static cJSON *num_or_null(double v, int ok)
 {
     return ok && isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
@@ -1354,6 +1376,7 @@ int tt_agg_stats_json_at(struct tt_agg *const *aggs, unsigned n,
     add_slos(root, aggs[0]);
     if (add_recent(root, aggs, n, now_ns) < 0)
         goto done;
+    round_numbers(root);
 
     char *txt = cJSON_PrintUnformatted(root);
     if (txt != NULL) {

@@ -108,6 +108,7 @@ struct tt_conn {
     unsigned plain_client:1;    /* client on a plain socket: direct writes */
     unsigned client_eof:1;      /* the client half-closed after its request */
     unsigned client_gone:1;     /* the client closed, reset or stopped reading */
+    unsigned no_upgrade:1;      /* Upgrade: h2c, dropped: a plain HTTP/1.1 request */
 };
 
 static void client_read(struct bufferevent *bev, void *arg);
@@ -424,10 +425,30 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
         close_after_flush(c);
 }
 
+/*
+ * The upstream failed before the request body was read (a dead upstream:
+ * the body waits in the client's input for a connection that never
+ * comes): the parser runs over what the client sent, not forwarded, so
+ * the inspector sees it and the record keeps what the request asked for.
+ */
+static void inspect_unread(struct tt_conn *c)
+{
+    enum llhttp_errno e;
+
+    if (!c->insp_on || c->rq_msg_done ||
+        (c->rq != RQ_WAIT_UP && c->rq != RQ_BODY && c->rq != RQ_HOLD))
+        return;
+    llhttp_resume(&c->rqp);
+    (void)tt_parse_buf(&c->rqp, bufferevent_get_input(c->cbev), 0,
+                       evbuffer_get_length(bufferevent_get_input(c->cbev)), &e,
+                       NULL, NULL);
+}
+
 void tt_conn_leg_failed(struct tt_conn *c, int status, const char *type,
                         const char *msg)
 {
     c->now = c->pri.now;
+    inspect_unread(c);
     fail_request(c, status, type, msg);
 }
 
@@ -618,7 +639,7 @@ static int request_send(struct tt_conn *c, long long body_len)
 {
     const struct tt_config *cfg = CFG(c);
     const char *method = llhttp_method_name(llhttp_get_method(&c->rqp));
-    int upgrade = llhttp_get_upgrade(&c->rqp);
+    int upgrade = llhttp_get_upgrade(&c->rqp) && !c->no_upgrade;
 
     /* the head the primary gets */
     evbuffer_drain(c->pri.out, evbuffer_get_length(c->pri.out));
@@ -677,6 +698,9 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
     c->http10 = c->rqp.http_major == 1 && c->rqp.http_minor == 0;
     c->keepalive = llhttp_should_keep_alive(&c->rqp) && !c->w->draining;
     upgrade = llhttp_get_upgrade(&c->rqp);
+    /* h2c cannot be followed: the request goes on in HTTP/1.1 */
+    c->no_upgrade = upgrade && tt_head_upgrade_h2c(&c->rqh);
+    upgrade = upgrade && !c->no_upgrade;
     if ((c->rqp.flags & F_CONTENT_LENGTH) &&
         c->rqp.content_length > cfg->max_body_bytes) {
         fail_request(c, 413, "payload_too_large", "request body exceeds max_body_bytes");
@@ -810,6 +834,10 @@ again:
                     fail_request(c, 431, "header_too_large",
                                  c->rqh.n >= c->rqh.max ? "too many request headers"
                                                         : "request header block too large");
+                else if (e == HPE_PAUSED_H2_UPGRADE)
+                    /* the HTTP/2 preface (--http2-prior-knowledge) */
+                    fail_request(c, 400, "bad_request", "HTTP/2 is not spoken here; "
+                                 "use HTTP/1.1, or TLS with ALPN (it negotiates HTTP/1.1)");
                 else
                     fail_request(c, 400, "bad_request", tt_parse_error(&c->rqp, e));
                 return;
@@ -859,6 +887,7 @@ again:
         }
         case RQ_TUNNEL:
             if (c->pri.up != NULL && avail > 0) {
+                c->req.bytes_in += avail;       /* through the tunnel */
                 evbuffer_add_buffer(tt_leg_output(&c->pri), in);
                 tt_conn_tunnel_activity(c);
             }
@@ -1002,6 +1031,9 @@ static int request_end(struct tt_conn *c, int may_wait)
         tt_inspect_free(&c->insp);
         c->insp_on = 0;
     }
+    /* no response told whether it streams: the request did */
+    if (r->ts[TT_TS_RESPONSE_HEADERS] == 0 && r->stream == 1)
+        r->s.streaming = 1;
     if (c->pri.stream != NULL) {
         tt_stream_free(c->pri.stream);
         c->pri.stream = NULL;

@@ -45,7 +45,9 @@ static void llamacpp_one(struct tt_stream *st, const cJSON *root)
         tt_jint(t, "prompt_n", &in) == 0 && tt_jint(t, "cache_n", &n) == 0)
         in += n;
     (void)tt_jint(t, "cache_n", &cached);
-    tt_dec_usage_part(st, in, out, -1, cached);
+    /* one part per prompt (a repeated index replaces its own) */
+    tt_dec_usage(st, tt_jint(root, "index", &idx) == 0 ? idx : TT_USAGE_NEW,
+                 in, out, -1, cached);
 }
 
 static void llamacpp_event(struct tt_stream *st, const cJSON *root,

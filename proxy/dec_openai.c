@@ -8,9 +8,10 @@
  *              tool_calls[].function.name/arguments, legacy function_call;
  *              Completions: choices[].text
  *   reasoning  delta.reasoning_content, else delta.reasoning (never both)
- *   usage      "usage"; a usage-only chunk ("choices": []) is one part of a
- *              per-choice report and parts are summed (llama.cpp sends one per
- *              choice); cached prompt tokens from
+ *   usage      "usage"; per choice (llama.cpp: a usage-only chunk after each
+ *              choice's finish, or usage on each prompt's last chunk) summed,
+ *              repeated or cumulative (vLLM, OpenAI) not: see tt_dec_usage()
+ *              in proxy/decode.c; cached prompt tokens from
  *              prompt_tokens_details.cached_tokens (DeepSeek:
  *              prompt_cache_hit_tokens)
  *   server     llama.cpp's "timings" object, wherever it comes
@@ -25,7 +26,8 @@
 static void openai_event(struct tt_stream *st, const cJSON *root, int completions)
 {
     const cJSON *choices = tt_jget(root, "choices"), *c;
-    int i = 0;
+    int64_t idx0 = -1;
+    int i = 0, part;
 
     if (st->r->s.model[0] == '\0')      /* looked up once per response */
         tt_dec_model(st, tt_jstr(root, "model"));
@@ -38,6 +40,8 @@ static void openai_event(struct tt_stream *st, const cJSON *root, int completion
         if (tt_jint(c, "index", &idx) != 0)
             idx = i;
         tt_dec_choice(st, idx);
+        if (i == 0)
+            idx0 = idx;
         i++;
         if (!cJSON_IsObject(d))
             d = tt_jget(c, "message");     /* non-streaming */
@@ -60,15 +64,15 @@ static void openai_event(struct tt_stream *st, const cJSON *root, int completion
         } else if (completions) {
             tt_dec_answer(st, tt_jstr(c, "text"));
         }
-        tt_dec_finish(st, tt_jstr(c, "finish_reason"));
+        tt_dec_finish_choice(st, idx, tt_jstr(c, "finish_reason"));
     }
-    /* a usage-only chunk of a stream is one part of a per-choice report */
-    tt_dec_openai_usage(st, tt_jget(root, "usage"),
-                        tt_dec_streaming(st) && cJSON_IsArray(choices) &&
-                        cJSON_GetArraySize(choices) == 0);
+    /* usage per choice is summed, a repeated one is not (tt_dec_usage) */
+    part = tt_dec_openai_usage(st, tt_jget(root, "usage"),
+                               tt_dec_usage_key(st, cJSON_IsArray(choices),
+                                                (unsigned)i, idx0));
     tt_dec_llamacpp_timings(st, tt_jget(root, "timings"),
-                            tt_dec_streaming(st) && cJSON_IsArray(choices) &&
-                            cJSON_GetArraySize(choices) == 0);
+                            part || (tt_dec_streaming(st) && cJSON_IsArray(choices) &&
+                                     i == 0));
 }
 
 static void chat_event(struct tt_stream *st, const cJSON *root, const char *evname)

@@ -899,14 +899,15 @@ int tt_dec_openai_chat_fast(struct tt_stream *st, const char *data, size_t len)
             tt_dec_tool(st, ch->tool[t].name);
             tt_dec_tool(st, ch->tool[t].args);
         }
-        tt_dec_finish(st, ch->finish);
+        tt_dec_finish_choice(st, ch->index >= 0 ? ch->index : (int64_t)i, ch->finish);
     }
     if (k.has_usage) {
         int64_t rsn = detail(k.rsn_d), cached = detail(k.cached_d);
         tt_dec_openai_usage_counts(st, k.in, k.out, rsn >= 0 ? rsn : k.rsn,
                                    cached >= 0 ? cached : k.cached_hit,
-                                   tt_dec_streaming(st) && k.has_choices &&
-                                   k.nch == 0);
+                                   tt_dec_usage_key(st, k.has_choices, k.nch,
+                                                    k.nch > 0 && k.ch[0].index >= 0
+                                                    ? k.ch[0].index : 0));
     }
     tt_think_end_event(&st->th);
     return 0;

@@ -7,15 +7,19 @@
  *  - The first error object wins for error_type/error_message; error_type is
  *    error.type, else error.code when it is text, else error.status (Gemini),
  *    else error.code when it is a number, else TGI's error_type.
- *  - Per-choice usage (llama.cpp sends one usage-only chunk per choice; a
- *    list of prompts gets one per prompt) is summed; see tt_dec_usage_part().
- *    Usage on a chunk that also carries choices (vLLM's continuous usage) is
- *    cumulative: the last one wins.
+ *  - Per-choice usage is summed over the choices, a repeated or cumulative
+ *    usage is not (see tt_dec_usage()): llama.cpp sends a usage-only chunk
+ *    after each choice's finish (chat, n > 1) or usage on each prompt's
+ *    last chunk (/v1/completions with a list of prompts); vLLM's continuous
+ *    usage repeats a choice's running count on its chunks and ends with the
+ *    total on a usage-only chunk; OpenAI sends the total once, DeepSeek on
+ *    the finish chunk.
  */
 #include "proxy/decode.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void copy_str(char *dst, size_t cap, const char *src)
@@ -165,8 +169,48 @@ void tt_dec_generic_error(struct tt_stream *st, const cJSON *root)
         tt_dec_error(st, e, root);
 }
 
-/* one part into a sum: added, or the larger kept */
-static void part(int64_t *acc, int64_t v, int add)
+/* the part of index <idx>, made when <make> (NULL: none, or no memory) */
+static struct tt_usage_part *part_of(struct tt_usage_sum *u, int64_t idx, int make)
+{
+    struct tt_usage_part *p = u->cap > 0 ? u->p : u->inl;
+    unsigned i;
+
+    for (i = 0; i < u->n; i++)
+        if (p[i].idx == idx)
+            return &p[i];
+    if (!make)
+        return NULL;
+    if (u->n == (u->cap > 0 ? u->cap : TT_USAGE_INLINE)) {
+        unsigned cap = u->n * 2;
+        struct tt_usage_part *np;
+        if (u->n >= 4096)
+            return NULL;            /* beyond any real n or list of prompts */
+        np = u->cap > 0 ? realloc(u->p, cap * sizeof(*np)) : malloc(cap * sizeof(*np));
+        if (np == NULL)
+            return NULL;
+        if (u->cap == 0)
+            memcpy(np, u->inl, sizeof(u->inl));
+        u->p = p = np;
+        u->cap = cap;
+    }
+    p = &p[u->n++];
+    p->idx = idx;
+    p->in = p->out = p->rsn = p->cached = -1;
+    p->fin = 0;
+    p->has = 0;
+    return p;
+}
+
+void tt_dec_usage_free(struct tt_stream *st)
+{
+    if (st->usum.cap > 0)
+        free(st->usum.p);
+    st->usum.p = NULL;
+    st->usum.cap = st->usum.n = 0;
+}
+
+/* one figure into a sum: added, or the larger kept */
+static void sum1(int64_t *acc, int64_t v, int add)
 {
     if (v < 0)
         return;
@@ -178,62 +222,115 @@ static void part(int64_t *acc, int64_t v, int add)
         *acc = v;
 }
 
-void tt_dec_usage_part(struct tt_stream *st, int64_t in, int64_t out,
-                       int64_t rsn, int64_t cached)
+static void set1(int64_t *dst, int64_t v)
+{
+    if (v >= 0)
+        *dst = v;
+}
+
+int64_t tt_dec_usage_key(const struct tt_stream *st, int has_choices,
+                         unsigned nch, int64_t idx0)
+{
+    if (!tt_dec_streaming(st))
+        return TT_USAGE_TOTAL;
+    if (has_choices && nch == 0)
+        return TT_USAGE_ONLY;
+    if (nch == 1 && idx0 >= 0)
+        return idx0;
+    return TT_USAGE_TOTAL;
+}
+
+void tt_dec_finish_choice(struct tt_stream *st, int64_t index, const char *f)
+{
+    struct tt_usage_part *p;
+
+    if (f == NULL || f[0] == '\0')
+        return;
+    tt_dec_finish(st, f);
+    if (tt_dec_streaming(st) && index >= 0 &&
+        (p = part_of(&st->usum, index, 1)) != NULL)
+        p->fin = ++st->usum.fins;
+}
+
+int tt_dec_usage(struct tt_stream *st, int64_t key, int64_t in, int64_t out,
+                 int64_t rsn, int64_t cached)
 {
     struct tt_usage_sum *u = &st->usum;
     struct tt_stream_stats *s = &st->r->s;
-    int prompts = st->r->prompts > 1;
+    struct tt_usage_part *p = NULL, *all;
+    int prompts = st->r->prompts > 1, made;
+    int64_t sin = -1, sout = -1, srsn = -1, scached = -1;
+    unsigned i;
 
-    if (u->parts == 0)
-        u->in = u->out = u->rsn = u->cached = -1;
-    u->parts++;
-    part(&u->in, in, prompts);
-    part(&u->out, out, 1);
-    part(&u->rsn, rsn, 1);
-    part(&u->cached, cached, prompts);
-    if (u->in >= 0)
-        s->usage_input = u->in;
-    if (u->out >= 0)
-        s->usage_output = u->out;
-    if (u->rsn >= 0)
-        s->usage_reasoning = u->rsn;
-    if (u->cached >= 0)
-        s->usage_cached = u->cached;
+    all = u->cap > 0 ? u->p : u->inl;
+    if (key == TT_USAGE_ONLY) {
+        /* the latest choice that finished without usage of its own */
+        for (i = 0; i < u->n; i++)
+            if (all[i].fin > 0 && !all[i].has && (p == NULL || all[i].fin > p->fin))
+                p = &all[i];
+        /* a stream without finish_reasons: each is a part of its own */
+        if (p == NULL && u->fins == 0)
+            key = TT_USAGE_NEW;
+    }
+    if (key == TT_USAGE_NEW) {
+        p = part_of(u, -4 - (int64_t)u->news++, 1);
+    } else if (key >= 0) {
+        p = part_of(u, key, 1);
+    }
+    if (p == NULL) {
+        /* a total: what the parts said is replaced */
+        all = u->cap > 0 ? u->p : u->inl;
+        for (i = 0; i < u->n; i++) {
+            all[i].has = 0;
+            all[i].fin = 0;
+        }
+        set1(&s->usage_input, in);
+        set1(&s->usage_output, out);
+        set1(&s->usage_reasoning, rsn);
+        set1(&s->usage_cached, cached);
+        return 0;
+    }
+    made = !p->has;
+    p->has = 1;
+    set1(&p->in, in);
+    set1(&p->out, out);
+    set1(&p->rsn, rsn);
+    set1(&p->cached, cached);
+    all = u->cap > 0 ? u->p : u->inl;
+    for (i = 0; i < u->n; i++) {
+        if (!all[i].has)
+            continue;
+        sum1(&sin, all[i].in, prompts);
+        sum1(&sout, all[i].out, 1);
+        sum1(&srsn, all[i].rsn, 1);
+        sum1(&scached, all[i].cached, prompts);
+    }
+    set1(&s->usage_input, sin);
+    set1(&s->usage_output, sout);
+    set1(&s->usage_reasoning, srsn);
+    set1(&s->usage_cached, scached);
+    return made;
 }
 
-void tt_dec_openai_usage(struct tt_stream *st, const cJSON *u, int is_part)
+int tt_dec_openai_usage(struct tt_stream *st, const cJSON *u, int64_t key)
 {
     int64_t in = -1, out = -1, rsn = -1, cached = -1;
 
     if (!cJSON_IsObject(u))
-        return;
+        return 0;
     (void)tt_jint(u, "prompt_tokens", &in);
     (void)tt_jint(u, "completion_tokens", &out);
     if (tt_jint(tt_jget(u, "completion_tokens_details"), "reasoning_tokens", &rsn) != 0)
         (void)tt_jint(u, "reasoning_tokens", &rsn);     /* SGLang */
     if (tt_jint(tt_jget(u, "prompt_tokens_details"), "cached_tokens", &cached) != 0)
         (void)tt_jint(u, "prompt_cache_hit_tokens", &cached);   /* DeepSeek */
-    tt_dec_openai_usage_counts(st, in, out, rsn, cached, is_part);
+    return tt_dec_openai_usage_counts(st, in, out, rsn, cached, key);
 }
 
-void tt_dec_openai_usage_counts(struct tt_stream *st, int64_t in, int64_t out,
-                                int64_t rsn, int64_t cached, int is_part)
+int tt_dec_openai_usage_counts(struct tt_stream *st, int64_t in, int64_t out,
+                               int64_t rsn, int64_t cached, int64_t key)
 {
-    struct tt_stream_stats *s = &st->r->s;
-
-    if (is_part) {
-        tt_dec_usage_part(st, in, out, rsn, cached);
-        return;
-    }
-    if (in >= 0)
-        s->usage_input = in;
-    if (out >= 0)
-        s->usage_output = out;
-    if (rsn >= 0)
-        s->usage_reasoning = rsn;
-    if (cached >= 0)
-        s->usage_cached = cached;
+    return tt_dec_usage(st, key, in, out, rsn, cached);
 }
 
 /* a server figure from one more per-choice report: summed or the largest */

@@ -45,10 +45,21 @@ extern const struct tt_decoder tt_dec_openai_chat, tt_dec_openai_completions,
     tt_dec_openai_responses, tt_dec_anthropic, tt_dec_gemini, tt_dec_ollama,
     tt_dec_tgi, tt_dec_llamacpp;
 
-/* usage reported per choice (or per prompt), summed over the parts */
+/* usage reported per choice (or per prompt): one part per index, summed */
+struct tt_usage_part {
+    int64_t  idx;                       /* the choice's index (or a key of its own) */
+    int64_t  in, out, rsn, cached;      /* -1 = not reported */
+    uint32_t fin;                       /* order of its finish_reason, 0 none yet */
+    uint8_t  has;                       /* a usage object said these */
+};
+
+#define TT_USAGE_INLINE 2
 struct tt_usage_sum {
-    int64_t  in, out, rsn, cached;      /* -1 = no part reported it */
-    unsigned parts;
+    struct tt_usage_part  inl[TT_USAGE_INLINE];
+    struct tt_usage_part *p;            /* inl, or owned (more choices) */
+    unsigned              n, cap;       /* cap 0: p is inl (or unused) */
+    uint32_t              fins;         /* finish_reasons met */
+    unsigned              news;         /* parts of TT_USAGE_NEW */
 };
 
 struct tt_fast_memo;
@@ -132,27 +143,51 @@ void tt_dec_error_text(struct tt_stream *st, const char *text, size_t len);
 void tt_dec_generic_error(struct tt_stream *st, const cJSON *root);
 
 /*
- * One part of a per-choice (or per-prompt) usage report: outputs (and
- * reasoning) are summed over parts; input and cached tokens are summed when
- * the request listed several prompts, else the largest part is kept (every
- * choice of one prompt reports the same prompt).  Absent figures are -1.
+ * Usage, told apart by what it belongs to (<key>):
+ *   an index >= 0   the usage of that choice (or prompt) alone: one part
+ *                   per index, a repeat of an index replaces its part
+ *                   (cumulative within a choice: vLLM's continuous usage)
+ *   TT_USAGE_ONLY   a usage-only chunk ("choices": []): the part of the
+ *                   latest choice that finished without usage of its own
+ *                   (llama.cpp sends one such chunk per choice), else a
+ *                   total (OpenAI's final usage, repeated or not); in a
+ *                   stream without any finish_reason, a part of its own
+ *   TT_USAGE_NEW    one more part of its own (llama.cpp native results)
+ *   TT_USAGE_TOTAL  the whole response's: replaces every part
+ * Parts are summed: outputs and reasoning always; input and cached tokens
+ * when the request listed several prompts, else the largest part is kept
+ * (every choice of one prompt reports the same prompt).  Absent figures
+ * are -1.  Returns 1 when the usage made a new part, else 0.
  */
-void tt_dec_usage_part(struct tt_stream *st, int64_t in, int64_t out,
-                       int64_t rsn, int64_t cached);
+#define TT_USAGE_TOTAL (-1)
+#define TT_USAGE_ONLY  (-2)
+#define TT_USAGE_NEW   (-3)
+int tt_dec_usage(struct tt_stream *st, int64_t key, int64_t in, int64_t out,
+                 int64_t rsn, int64_t cached);
 
-/* OpenAI-style "usage" (also vLLM, SGLang, DeepSeek, llama.cpp); a
- * usage-only chunk (<part> = 1) is one part of a per-choice report, any
- * other usage replaces what was seen (last wins) */
-void tt_dec_openai_usage(struct tt_stream *st, const cJSON *u, int part);
+/* the key of an OpenAI-style chunk's usage: its one choice's index, a
+ * usage-only chunk, or a total (several choices, a non-streaming body) */
+int64_t tt_dec_usage_key(const struct tt_stream *st, int has_choices,
+                         unsigned nch, int64_t idx0);
+
+/* choice <index> ended with <f> (finish_reason; tt_dec_finish too) */
+void tt_dec_finish_choice(struct tt_stream *st, int64_t index, const char *f);
+
+/* the parts' storage (tt_stream_free) */
+void tt_dec_usage_free(struct tt_stream *st);
+
+/* OpenAI-style "usage" (also vLLM, SGLang, DeepSeek, llama.cpp) under
+ * <key> (tt_dec_usage); returns as tt_dec_usage, 0 without usage */
+int tt_dec_openai_usage(struct tt_stream *st, const cJSON *u, int64_t key);
 /* the same from the figures (-1 = absent) */
-void tt_dec_openai_usage_counts(struct tt_stream *st, int64_t in, int64_t out,
-                                int64_t rsn, int64_t cached, int part);
+int tt_dec_openai_usage_counts(struct tt_stream *st, int64_t in, int64_t out,
+                               int64_t rsn, int64_t cached, int64_t key);
 
 /* the fast path of openai.chat (proxy/dec_openai_fast.c) */
 int tt_dec_openai_chat_fast(struct tt_stream *st, const char *data, size_t len);
 
 /* llama.cpp's "timings" object into the server fields; <part> = 1 when it
- * is one per-choice report (counts merged as tt_dec_usage_part does, times
+ * is one per-choice report (counts merged as tt_dec_usage's parts, times
  * the longest), 0 when it replaces what was seen */
 void tt_dec_llamacpp_timings(struct tt_stream *st, const cJSON *t, int part);
 

@@ -211,7 +211,8 @@ static int name_is(const struct tt_head *h, const struct tt_hfield *f,
  * after a switch on the name's length (case-insensitive) */
 enum hkind {
     HK_OTHER, HK_CONTENT_LENGTH, HK_TRANSFER_ENCODING, HK_CONNECTION,
-    HK_KEEP_ALIVE, HK_PROXY_CONNECTION, HK_TE, HK_TRAILER, HK_UPGRADE, HK_HOST
+    HK_KEEP_ALIVE, HK_PROXY_CONNECTION, HK_TE, HK_TRAILER, HK_UPGRADE, HK_HOST,
+    HK_HTTP2_SETTINGS
 };
 
 static enum hkind kind_of(const char *n, size_t len)
@@ -223,7 +224,8 @@ static enum hkind kind_of(const char *n, size_t len)
     case 7:  return IS("upgrade") ? HK_UPGRADE : IS("trailer") ? HK_TRAILER : HK_OTHER;
     case 10: return IS("connection") ? HK_CONNECTION :
                     IS("keep-alive") ? HK_KEEP_ALIVE : HK_OTHER;
-    case 14: return IS("content-length") ? HK_CONTENT_LENGTH : HK_OTHER;
+    case 14: return IS("content-length") ? HK_CONTENT_LENGTH :
+                    IS("http2-settings") ? HK_HTTP2_SETTINGS : HK_OTHER;
     case 16: return IS("proxy-connection") ? HK_PROXY_CONNECTION : HK_OTHER;
     case 17: return IS("transfer-encoding") ? HK_TRANSFER_ENCODING : HK_OTHER;
     default: return HK_OTHER;
@@ -287,6 +289,38 @@ int tt_head_has_token(const struct tt_head *h, const char *name,
             list_has(h->buf + h->f[i].val, h->f[i].vlen, token))
             return 1;
     return 0;
+}
+
+int tt_head_upgrade_h2c(const struct tt_head *h)
+{
+    unsigned i;
+    int h2c = 0;
+
+    for (i = 0; i < h->n; i++) {
+        const struct tt_hfield *f = &h->f[i];
+        const char *v = h->buf + f->val;
+        size_t len = f->vlen, j = 0;
+
+        if (field_kind(h, f) != HK_UPGRADE)
+            continue;
+        while (j < len) {       /* every token of every Upgrade field */
+            size_t s, e;
+            while (j < len && (v[j] == ' ' || v[j] == '\t' || v[j] == ','))
+                j++;
+            s = j;
+            while (j < len && v[j] != ',')
+                j++;
+            e = j;
+            while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+                e--;
+            if (e == s)
+                continue;
+            if (e - s != 3 || strncasecmp(v + s, "h2c", 3) != 0)
+                return 0;       /* another protocol is asked for too */
+            h2c = 1;
+        }
+    }
+    return h2c;
 }
 
 /*
@@ -458,7 +492,7 @@ int tt_head_copy_fields_skip(const struct tt_head *h, struct evbuffer *out,
 
         switch (kind) {
         case HK_CONNECTION: case HK_KEEP_ALIVE: case HK_PROXY_CONNECTION:
-        case HK_TE: case HK_TRAILER:
+        case HK_TE: case HK_TRAILER: case HK_HTTP2_SETTINGS:
             skip = 1;
             break;
         case HK_UPGRADE:

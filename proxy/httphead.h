@@ -73,10 +73,18 @@ const char *tt_head_check(const struct tt_head *h, enum tt_head_dir dir,
                           int major, int minor);
 
 /*
+ * 1 when the head's Upgrade fields ask for h2c and nothing else (curl
+ * --http2 on an http:// URL).  tokentap speaks HTTP/1.1 only and cannot
+ * follow an upstream that switches to HTTP/2, so such a request goes on as
+ * a plain HTTP/1.1 request: Upgrade dropped like any hop-by-hop field.
+ */
+int tt_head_upgrade_h2c(const struct tt_head *h);
+
+/*
  * Append the fields of <h> to <out> as "Name: value\r\n", leaving out the
  * hop-by-hop fields (Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
- * Upgrade unless <keep_upgrade>, Host for requests, and any field named in
- * Connection).  Returns 0 or -1.
+ * HTTP2-Settings, Upgrade unless <keep_upgrade>, Host for requests, and any
+ * field named in Connection).  Returns 0 or -1.
  */
 int tt_head_copy_fields(const struct tt_head *h, struct evbuffer *out,
                         enum tt_head_dir dir, int keep_upgrade,

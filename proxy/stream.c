@@ -145,9 +145,12 @@ enum tt_api tt_api_detect(const char *path, size_t len)
         return TT_API_OLLAMA;
     if (ends_with(path, n, "/generate") || ends_with(path, n, "/generate_stream"))
         return TT_API_TGI;
-    /* llama.cpp's native API ("/completions" without /v1 is told apart from
-     * OpenAI Completions by its events, see dec_openai.c) */
-    if (ends_with(path, n, "/completion") || ends_with(path, n, "/infill"))
+    /* llama.cpp's native API, whole paths only (a mistyped
+     * "/v1/chat/completion" is no llama.cpp request); "/completions" without
+     * /v1 is told apart from OpenAI Completions by its events, see
+     * dec_openai.c */
+    if ((n == 11 && memcmp(path, "/completion", 11) == 0) ||
+        (n == 7 && memcmp(path, "/infill", 7) == 0))
         return TT_API_LLAMACPP;
     return TT_API_OTHER;
 }
@@ -445,5 +448,6 @@ void tt_stream_free(struct tt_stream *st)
     tt_ndjson_free(&st->nd);
     free(st->body);
     free(st->memo);
+    tt_dec_usage_free(st);
     free(st);
 }

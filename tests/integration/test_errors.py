@@ -181,3 +181,18 @@ def test_too_many_headers_431(t):
     hdrs = [(f"X-H{i}", "v") for i in range(30)]
     r = px.request("GET", "/health", headers=hdrs)
     check_error_shape(t, r, 431)
+
+
+def test_dead_upstream_record_keeps_request(t):
+    """a request to a dead upstream is recorded with what its body said
+    (model, stream), as a request that reached the upstream would be"""
+    px = t.proxy(f"http://127.0.0.1:{t.dead_port()}")
+    body = harness.chat_body({}, model="m-dead")
+    body["stream"] = True
+    r = px.post("/v1/chat/completions", body)
+    check_error_shape(t, r, 502)
+    rec = px.records(1)[0]
+    md = rec["metadata"]
+    t.eq(md.get("model"), "m-dead", "model")
+    t.eq(md.get("stream"), True, "stream")
+    t.eq(rec["error"].get("type"), "upstream_connect", "error.type")

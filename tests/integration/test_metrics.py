@@ -296,3 +296,44 @@ def test_model_label_cap_flag(t):
          "model label values")
     t.eq(total(text, "tokentap_requests_total", model="__other__"), 15,
          "requests_total{model=__other__}")
+
+
+
+class Float(str):
+    """a float of a JSON text, as written"""
+
+
+def floats(v, path="", skip=("record",)):
+    """(path, text) of every float in a JSON value parsed with
+    parse_float=Float, leaving out members named in <skip>"""
+    if isinstance(v, Float):
+        yield path, str(v)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            if k not in skip:
+                yield from floats(x, f"{path}.{k}", skip)
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from floats(x, f"{path}[{i}]", skip)
+
+
+def test_stats_floats_rounded(t):
+    """every float /stats computes has at most 3 decimals (ms to the
+    microsecond): windows, upstreams, SLOs and recent requests alike (the
+    recent requests' "record" is the record line as written, not /stats')"""
+    sim = t.sim()
+    px = t.proxy(sim.url, admin="auto", record=False,
+                 extra=["--goodput", "ttft:100 itl:20"])
+    fns = [stream(px, 7 + i, tokens=13, gap_ms=3) for i in range(6)]
+    rs = parallel(fns)
+    t.eq([r.status for r in rs], [200] * 6, "statuses")
+    time.sleep(1.1)                 # age_s and uptime_s off whole seconds
+    r = harness.http(px.admin_port, "GET", "/stats")
+    t.eq(r.status, 200, "GET /stats status")
+    st = json.loads(r.body, parse_float=Float)
+    found = list(floats(st))
+    long = [(p, x) for p, x in found
+            if "e" in x.lower() or len(x.partition(".")[2]) > 3]
+    t.check(not long, f"floats with more than 3 decimals in /stats: {long[:8]}")
+    t.check(len(found) > 20, f"only {len(found)} floats in /stats")
+    t.check(any(p.startswith(".recent") for p, _ in found), "no float in recent")

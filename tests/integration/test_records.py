@@ -191,3 +191,44 @@ def test_many_chunks_in_one_read_decoded_in_order(t):
     t.eq(got["one"][0]["parse_errors"], 0, "parse errors")
     t.eq(got["many"], got["one"], f"record of {len(pieces)} chunks in a read = of one chunk")
     t.eq(fake.errors, [], "fake upstream errors")
+
+
+def llamacpp_prompt_list(sock, req, fake):
+    """llama.cpp's /v1/completions for a list of two prompts: each prompt's
+    last chunk carries that prompt's own usage (16 tokens each)"""
+    def chunk(i, text, fin, usage=None):
+        d = {"choices": [{"text": text, "index": i, "logprobs": None,
+                          "finish_reason": fin}],
+             "created": 1, "model": "m-list", "object": "text_completion"}
+        if usage:
+            d["usage"] = usage
+        return b"data: " + json.dumps(d).encode() + b"\n\n"
+    events = []
+    for k in range(16):
+        events.append(chunk(0, f"a{k}", None))
+        events.append(chunk(1, f"b{k}", None))
+    events.append(chunk(1, "", "length", {"completion_tokens": 16, "prompt_tokens": 7,
+                                          "total_tokens": 23}))
+    events.append(chunk(0, "", "length", {"completion_tokens": 16, "prompt_tokens": 5,
+                                          "total_tokens": 21}))
+    events.append(b"data: [DONE]\n\n")
+    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n")
+    for e in events:
+        sock.sendall(b"%x\r\n%s\r\n" % (len(e), e))
+    sock.sendall(b"0\r\n\r\n")
+
+
+def test_usage_per_prompt_summed(t):
+    """a list of prompts whose usage comes per prompt (llama.cpp's
+    /v1/completions): the record counts the tokens of every prompt, 16 + 16
+    out and 5 + 7 in, as AIPerf would"""
+    fake = t.fake(llamacpp_prompt_list)
+    px = t.proxy(fake.url)
+    r = px.post("/v1/completions", {"model": "m-list", "prompt": ["one", "two"],
+                                    "stream": True, "max_tokens": 16})
+    t.eq(r.status, 200, "status")
+    rec = px.records(1)[0]
+    t.eq(harness.metric(rec, "output_sequence_length"), 32, "output_sequence_length")
+    t.eq(harness.metric(rec, "input_sequence_length"), 12, "input_sequence_length")
+    t.eq(rec["metadata"]["api"], "openai.completions", "api")

@@ -550,10 +550,105 @@ static void test_fast_path_taken(void **state)
     }
 }
 
+/* <n> events as one stream: both paths give the same record, with
+ * <in> / <out> usage tokens */
+static void usage_case(const char *const *ev, size_t n, int64_t in, int64_t out,
+                       const char *what)
+{
+    size_t i, len = 0, cap = 64;
+    struct result a, b;
+    char *buf;
+    int mode;
+
+    for (i = 0; i < n; i++)
+        cap += strlen(ev[i]) + 10;
+    buf = malloc(cap);
+    assert_non_null(buf);
+    for (i = 0; i < n; i++)
+        len += (size_t)sprintf(buf + len, "data: %s\n\n", ev[i]);
+    len += (size_t)sprintf(buf + len, "data: [DONE]\n\n");
+    for (mode = 0; mode < 3; mode++) {
+        run("text/event-stream", buf, len, mode, 1, &a);
+        run("text/event-stream", buf, len, mode, 0, &b);
+        same(&a, &b, what, mode);
+        if (a.r.s.usage_input != in || a.r.s.usage_output != out)
+            fail_msg("%s mode %d: usage in %lld out %lld, want %lld %lld", what, mode,
+                     (long long)a.r.s.usage_input, (long long)a.r.s.usage_output,
+                     (long long)in, (long long)out);
+        release(&a);
+        release(&b);
+    }
+    free(buf);
+}
+
+#define UC(i, content, fin, usage) "{\"id\":\"c\",\"object\":\"chat.completion.chunk\"," \
+    "\"model\":\"m\",\"choices\":[{\"index\":" #i ",\"delta\":{\"content\":\"" content "\"}," \
+    "\"finish_reason\":" fin "}]" usage "}"
+#define USAGE(in, out) ",\"usage\":{\"prompt_tokens\":" #in ",\"completion_tokens\":" #out \
+    ",\"total_tokens\":0}"
+#define UONLY(in, out) "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\"," \
+    "\"choices\":[]" USAGE(in, out) "}"
+
+/*
+ * Usage per choice is summed, a repeated or cumulative usage is not, and
+ * the fast path and cJSON's agree on each (tt_dec_usage in proxy/decode.c).
+ */
+static void test_usage_per_choice_vs_repeated(void **state)
+{
+    /* llama.cpp, n = 2: a usage-only chunk after each choice's finish */
+    static const char *const llama_n2[] = {
+        UC(1, "a", "null", ""), UC(0, "b", "null", ""), UC(1, "", "\"length\"", ""),
+        UONLY(19, 16), UC(0, "c", "null", ""), UC(0, "", "\"length\"", ""), UONLY(19, 16),
+    };
+    /* the same when both finish before their usage chunks */
+    static const char *const llama_n2_late[] = {
+        UC(1, "a", "null", ""), UC(0, "b", "null", ""), UC(1, "", "\"length\"", ""),
+        UC(0, "", "\"length\"", ""), UONLY(19, 16), UONLY(19, 16),
+    };
+    /* usage on each choice's finish chunk, one per index */
+    static const char *const per_index[] = {
+        UC(0, "a", "null", ""), UC(1, "b", "null", ""),
+        UC(0, "", "\"stop\"", USAGE(19, 10)), UC(1, "", "\"stop\"", USAGE(19, 12)),
+    };
+    /* OpenAI, n = 2: both finish, then the total once */
+    static const char *const openai_n2[] = {
+        UC(0, "a", "null", ""), UC(1, "b", "null", ""), UC(0, "", "\"stop\"", ""),
+        UC(1, "", "\"stop\"", ""), UONLY(19, 22),
+    };
+    /* usage on the finish chunk and again on a usage-only chunk */
+    static const char *const repeated[] = {
+        UC(0, "a", "null", ""), UC(0, "", "\"stop\"", USAGE(19, 16)), UONLY(19, 16),
+    };
+    /* vLLM continuous usage: a choice's running count on its chunks, the
+     * total at the end */
+    static const char *const vllm_cont[] = {
+        UC(0, "a", "null", USAGE(19, 1)), UC(1, "b", "null", USAGE(19, 1)),
+        UC(0, "c", "null", USAGE(19, 2)), UC(1, "d", "null", USAGE(19, 2)),
+        UC(0, "", "\"stop\"", USAGE(19, 3)), UC(1, "e", "null", USAGE(19, 3)),
+        UC(1, "", "\"stop\"", USAGE(19, 4)), UONLY(19, 7),
+    };
+    /* vLLM continuous usage, n = 1, without the final usage-only chunk */
+    static const char *const vllm_cont1[] = {
+        UC(0, "a", "null", USAGE(19, 1)), UC(0, "b", "null", USAGE(19, 2)),
+        UC(0, "", "\"stop\"", USAGE(19, 2)),
+    };
+#define CASE(ev, in, out) usage_case(ev, sizeof(ev) / sizeof(ev[0]), in, out, #ev)
+    (void)state;
+    CASE(llama_n2, 19, 32);
+    CASE(llama_n2_late, 19, 32);
+    CASE(per_index, 19, 22);
+    CASE(openai_n2, 19, 22);
+    CASE(repeated, 19, 16);
+    CASE(vllm_cont, 19, 7);
+    CASE(vllm_cont1, 19, 2);
+#undef CASE
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fast_path_taken),
+        cmocka_unit_test(test_usage_per_choice_vs_repeated),
         cmocka_unit_test(test_edge_cases),
         cmocka_unit_test(test_shape_holes),
         cmocka_unit_test(test_shape_belongs_to_its_prefix),

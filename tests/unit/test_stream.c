@@ -64,6 +64,12 @@ static void test_api_detect(void **state)
     assert_int_equal(det("/v1/threads/t/messages"), TT_API_OTHER);
     assert_int_equal(det("/completion"), TT_API_LLAMACPP);
     assert_int_equal(det("/infill"), TT_API_LLAMACPP);
+    assert_int_equal(det("/completion/"), TT_API_LLAMACPP);
+    assert_int_equal(det("/completion?x=1"), TT_API_LLAMACPP);
+    /* whole paths: a mistyped OpenAI path is not llama.cpp's native API */
+    assert_int_equal(det("/v1/chat/completion"), TT_API_OTHER);
+    assert_int_equal(det("/v1/completion"), TT_API_OTHER);
+    assert_int_equal(det("/x/infill"), TT_API_OTHER);
     assert_int_equal(det("/completions"), TT_API_OPENAI_COMPLETIONS);   /* until its events say */
     assert_string_equal(tt_api_name(TT_API_LLAMACPP), "llamacpp.completion");
     assert_int_equal(tt_api_detect("/v1/messagesXYZ", 12), TT_API_ANTHROPIC);
@@ -1125,6 +1131,39 @@ static void test_usage_parts(void **state)
     tt_request_reset(&r);
 }
 
+/*
+ * llama.cpp's /v1/completions with a list of prompts: each prompt's last
+ * chunk (its index, finish_reason) carries that prompt's own usage.  The
+ * parts are summed as AIPerf counts them: 16 + 16 tokens out, 5 + 7 in.
+ */
+static void test_usage_per_prompt_on_choice_chunks(void **state)
+{
+#define LC(i, text, fin, usage) "data: {\"choices\":[{\"text\":\"" text "\",\"index\":" #i \
+    ",\"logprobs\":null,\"finish_reason\":" fin "}],\"created\":1,\"model\":\"m\"," \
+    "\"object\":\"text_completion\"" usage "}\n\n"
+    static const char *const prompts[] = {
+        LC(0, "a", "null", ""), LC(1, "b", "null", ""), LC(1, "c", "null", ""),
+        LC(1, "", "\"length\"", ",\"usage\":{\"completion_tokens\":16,"
+           "\"prompt_tokens\":7,\"total_tokens\":23}"),
+        LC(0, "d", "null", ""),
+        LC(0, "", "\"length\"", ",\"usage\":{\"completion_tokens\":16,"
+           "\"prompt_tokens\":5,\"total_tokens\":21}"),
+        "data: [DONE]\n\n", NULL,
+    };
+#undef LC
+    struct tt_request r;
+
+    (void)state;
+    tt_request_init(&r);
+    r.prompts = 2;
+    feed_parts_into(&r, TT_API_OPENAI_COMPLETIONS, SSE, TT_THINK_AUTO, prompts, 1);
+    assert_int_equal(r.s.usage_output, 32);
+    assert_int_equal(r.s.usage_input, 12);
+    assert_int_equal(r.s.choices, 2);
+    assert_int_equal(r.s.token_events, 4);
+    tt_request_reset(&r);
+}
+
 /* the upstream's own error type, per API shape */
 static void test_upstream_error_types(void **state)
 {
@@ -1313,6 +1352,7 @@ int main(void)
         cmocka_unit_test(test_non_streaming_reasoning_every_api),
         cmocka_unit_test(test_ttft_decomposition),
         cmocka_unit_test(test_usage_parts),
+        cmocka_unit_test(test_usage_per_prompt_on_choice_chunks),
         cmocka_unit_test(test_upstream_error_types),
         cmocka_unit_test(test_server_headers),
     };
