@@ -537,14 +537,11 @@ static int parse_duration(const char *v, unsigned long long *out)
 
     if (!p)
         return -1;
-    if (strcmp(p, "ms") == 0)
-        mul = 1;
-    else if (strcmp(p, "s") == 0)
-        mul = SEC;
-    else if (strcmp(p, "m") == 0)
-        mul = 60 * SEC;
-    else
+    /* the units goodput limits take too (metrics/slo.c); whole ms here */
+    double u = tt_duration_unit_ms(p, strlen(p));
+    if (u < 1)
         return -1;
+    mul = (unsigned long long)u;
     if (n && mul > ULLONG_MAX / n)
         return -1;
     *out = n * mul;

@@ -382,7 +382,7 @@ static void test_model_slo_sections(void **state)
     load_err("[slo.m]\nfoo = 1\n", 2,
              "key 'foo': unknown key in section [slo.m] (only goodput)");
     load_err("[slo.m]\ngoodput = ttft:x\n", 2,
-             "key 'goodput': 'ttft:x': value is not a number");
+             "key 'goodput': 'ttft:x': value is not a number or a duration (500, 500ms, 0.5s)");
     load_err("[slo.m]\ngoodput = ttft:1\n[slo.n]\ngoodput = ttft:1\n"
              "[slo.m]\ngoodput = ttft:2\n", 6,
              "key 'goodput': duplicate in [slo.m] (first set on line 2)");
