@@ -211,8 +211,8 @@ int tt_man_tokentap(FILE *out)
           "Reads \\fIFILE\\fR as the proxy would, checks every key and the\n"
           "rules across keys, prints the effective configuration (every key\n"
           "with its value) on standard output and exits 0; otherwise it\n"
-          "prints every error, one line each, \\fIFILE\\fR:\\fILINE\\fR: key\n"
-          "'\\fIK\\fR': reason, and exits 2.\n"
+          "prints every error, one line each,\n"
+          "\\fIFILE\\fR:\\fILINE\\fR: key '\\fIK\\fR': reason, and exits 2.\n"
           ".SS tokentap report RECORDS.jsonl ...\n", out);
     report = capture(tt_report_usage);
     if (report != NULL)
