@@ -9,6 +9,7 @@
  *     metrics/metric.c -linih -lm -o fuzz_config
  */
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +60,8 @@ static void fuzz_file(const uint8_t *data, size_t size)
         abort();
     }
     fclose(f);
-    if (memcmp(&c1, &c2, sizeof(c1)) != 0) {
+    /* the values; where they came from (src: lines) differs by design */
+    if (memcmp(&c1, &c2, offsetof(struct tt_config, src)) != 0) {
         fprintf(stderr, "dump reloads differently:\n%s\n", dump);
         abort();
     }

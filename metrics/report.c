@@ -124,6 +124,12 @@ static const char *const pct_names[TT_RPT_NPCT] = {
  *             numbers without digit grouping; prose to standard error
  *   json      {"tables":[{"title","columns","rows"}],"notes":[...]}:
  *             cells that are plain numbers as numbers
+ * csv and json are for scripts: a numeric cell holds a number or nothing
+ * (json null): no "N/A", no "%", no markers.  The markers of the human
+ * formats (a percentile on too few samples '*', one from a histogram '~')
+ * become two more columns of the tables that carry them, "few_samples"
+ * and "approximate", listing the flagged columns of the row (json: an
+ * array of column names; csv: the names joined by ';').
  */
 enum rfmt { F_TABLE, F_CSV, F_JSON, F_MARKDOWN };
 static const char *const fmt_names[] = { "table", "csv", "json", "markdown" };
@@ -133,6 +139,18 @@ static struct {
     int       width;            /* columns, >= 40 */
     cJSON    *tables;           /* json: the tables so far */
 } outx = { F_TABLE, 80, NULL };
+
+/* csv or json: numbers only in numeric cells, markers in their own columns */
+static int machine(void)
+{
+    return outx.fmt == F_CSV || outx.fmt == F_JSON;
+}
+
+/* a value that is not there: "N/A" for people, nothing for scripts */
+static const char *na(void)
+{
+    return machine() ? "" : "N/A";
+}
 
 /* ioctl(TIOCGWINSZ) on stdout, else $COLUMNS, else 80 */
 static int term_width(void)
@@ -198,7 +216,9 @@ int tt_report_usage(FILE *out)
 "  --compare-upstreams A,B\n"
 "                     compare two upstreams of the same records (a shadow\n"
 "                     and its primary: primary,candidate) as --compare\n"
-"                     does, pairing the legs of each request by x_request_id\n"
+"                     does, pairing the legs of each request by x_request_id;\n"
+"                     a name no record carries is refused (exit 2) with\n"
+"                     the upstreams the files have (so is --upstream's)\n"
 "  --compare B.jsonl  compare with a second record set (repeatable: more\n"
 "                     files of set B): both side by side with absolute and\n"
 "                     relative differences; requests present in both (same\n"
@@ -219,7 +239,9 @@ int tt_report_usage(FILE *out)
 "                     plots' attainment panel uses the same slices\n"
 "  --format F         table (default: box tables fitted to the terminal\n"
 "                     width: ioctl, else $COLUMNS, else 80), markdown, csv\n"
-"                     (tables only; notes to stderr) or json\n"
+"                     (tables only; notes to stderr) or json; csv and json\n"
+"                     cells are numbers (or empty/null), the * and ~\n"
+"                     markers go to the columns few_samples, approximate\n"
 "  --max-exact N      keep exact values for up to N records per set\n"
 "                     (default %u, 64 bytes each; inter-chunk gaps up to\n"
 "                     8*N, 4 bytes each); beyond, percentiles come from\n"
@@ -231,8 +253,9 @@ int tt_report_usage(FILE *out)
 "AIPerf).  A percentile marked * rests on too few samples: pXX needs at\n"
 "least 100/min(XX, 100-XX) of them (p99: 100, p95: 20, p90: 10, p50: 2).\n"
 "Malformed lines are counted and reported, never fatal.\n"
-"Exit status: 0 ok, 1 an output could not be written or an input failed\n"
-"mid-read, 2 bad arguments or unreadable input.\n",
+"Exit status: 0 ok, 1 no records (an empty file, or all filtered out), an\n"
+"output could not be written or an input failed mid-read, 2 bad arguments\n"
+"(an upstream name no record carries) or unreadable input.\n",
             TT_RPT_DEFAULT_MAX_EXACT);
     return ferror(out) ? -1 : 0;
 }
@@ -413,7 +436,7 @@ static void fmt_num(char *buf, size_t len, double v, int decimals)
     int neg, n;
 
     if (!isfinite(v)) {
-        snprintf(buf, len, "N/A");
+        snprintf(buf, len, "%s", na());
         return;
     }
     neg = v < 0;
@@ -445,6 +468,10 @@ static void fmt_count(char *buf, size_t len, uint64_t v)
 #define TMAXC 16
 #define TCELL 200
 
+/* a cell's markers (csv and json: columns of their own, see outx) */
+enum { MARK_LOW = 1, MARK_APPROX = 2 };
+static const char *const mark_cols[2] = { "few_samples", "approximate" };
+
 struct table {
     const char *title;
     int         ncols, nrows, caprows;
@@ -459,6 +486,8 @@ struct table {
     int         shrink[TMAXC];
     char        hdr[TMAXC][48];
     char        (*cell)[TMAXC][TCELL];
+    unsigned char (*mark)[TMAXC];   /* csv, json: MARK_* of a cell */
+    int         marked;          /* csv, json: add the marker columns */
     int        *rule_after;
     const char **abbr;           /* per row: a shorter column-0 text, or NULL */
 };
@@ -470,10 +499,12 @@ static struct table *table_new(const char *title, int ncols)
         return NULL;
     t->caprows = 16;
     t->cell = calloc((size_t)t->caprows, sizeof(*t->cell));
+    t->mark = calloc((size_t)t->caprows, sizeof(*t->mark));
     t->rule_after = calloc((size_t)t->caprows, sizeof(*t->rule_after));
     t->abbr = calloc((size_t)t->caprows, sizeof(*t->abbr));
-    if (t->cell == NULL || t->rule_after == NULL || t->abbr == NULL) {
+    if (t->cell == NULL || t->mark == NULL || t->rule_after == NULL || t->abbr == NULL) {
         free(t->cell);
+        free(t->mark);
         free(t->rule_after);
         free(t->abbr);
         free(t);
@@ -491,6 +522,7 @@ static void table_free(struct table *t)
 {
     if (t) {
         free(t->cell);
+        free(t->mark);
         free(t->rule_after);
         free(t->abbr);
         free(t);
@@ -505,7 +537,10 @@ static int table_row(struct table *t)
         void *c = realloc(t->cell, (size_t)cap * sizeof(*t->cell));
         if (c != NULL)
             t->cell = c;
-        void *r = c ? realloc(t->rule_after, (size_t)cap * sizeof(*t->rule_after)) : NULL;
+        void *mk = c ? realloc(t->mark, (size_t)cap * sizeof(*t->mark)) : NULL;
+        if (mk != NULL)
+            t->mark = mk;
+        void *r = mk ? realloc(t->rule_after, (size_t)cap * sizeof(*t->rule_after)) : NULL;
         if (r != NULL)
             t->rule_after = r;
         void *a = r ? realloc(t->abbr, (size_t)cap * sizeof(*t->abbr)) : NULL;
@@ -516,6 +551,7 @@ static int table_row(struct table *t)
     }
     int r = t->nrows++;
     memset(t->cell[r], 0, sizeof(t->cell[r]));
+    memset(t->mark[r], 0, sizeof(t->mark[r]));
     t->rule_after[r] = 0;
     t->abbr[r] = NULL;
     return r;
@@ -583,8 +619,9 @@ static void box_part(FILE *out, const struct table *t, const int *cols, int n,
     if (title) {
         int tw = dwidth(title);
         if (tw > total) {
-            cut_to(buf, sizeof(buf), title, total);
-            fprintf(out, "%s\n", buf);
+            /* wider than this part: whole, from the left (the prose
+             * folding at the terminal's width wraps it if need be) */
+            fprintf(out, "%s\n", title);
         } else {
             fprintf(out, "%*s%s\n", (total - tw) / 2, "", title);
         }
@@ -778,9 +815,21 @@ static void csv_field(FILE *out, const char *s)
 
 static int tables_written;
 
+/* the headers of row <r>'s cells marked <bit>, joined by <sep> */
+static void mark_list(char *buf, size_t len, const struct table *t, int r, int bit,
+                      const char *sep)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int c = 0; c < t->ncols && o < len; c++)
+        if (t->mark[r][c] & bit)
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? sep : "", t->hdr[c]);
+}
+
 static void table_csv(const struct table *t)
 {
     FILE *out = stdout;
+    char list[TMAXC * 50];
     if (tables_written++)
         fputc('\n', out);
     for (int r = -1; r < t->nrows; r++) {
@@ -789,14 +838,26 @@ static void table_csv(const struct table *t)
                 fputc(',', out);
             csv_field(out, r < 0 ? t->hdr[c] : t->cell[r][c]);
         }
+        for (int k = 0; t->marked && k < 2; k++) {
+            fputc(',', out);
+            if (r < 0)
+                fputs(mark_cols[k], out);
+            else {
+                mark_list(list, sizeof(list), t, r, 1 << k, ";");
+                csv_field(out, list);
+            }
+        }
         fputc('\n', out);
     }
 }
 
-/* a cell as a JSON number when it is exactly one, else as a string */
+/* a cell as a JSON number when it is exactly one, null when empty, else
+ * as a string */
 static cJSON *json_cell(const char *s)
 {
     char *end;
+    if (*s == '\0')
+        return cJSON_CreateNull();
     if (*s && strspn(s, "0123456789+-.eE") == strlen(s)) {
         double v = strtod(s, &end);
         if (*end == '\0' && isfinite(v))
@@ -816,10 +877,19 @@ static void table_json(const struct table *t)
         cJSON_AddNullToObject(o, "title");
     for (int c = 0; c < t->ncols; c++)
         cJSON_AddItemToArray(cols, cJSON_CreateString(t->hdr[c]));
+    for (int k = 0; t->marked && k < 2; k++)
+        cJSON_AddItemToArray(cols, cJSON_CreateString(mark_cols[k]));
     for (int r = 0; r < t->nrows; r++) {
         cJSON *row = cJSON_CreateArray();
         for (int c = 0; c < t->ncols; c++)
             cJSON_AddItemToArray(row, json_cell(t->cell[r][c]));
+        for (int k = 0; t->marked && k < 2; k++) {
+            cJSON *l = cJSON_CreateArray();
+            for (int c = 0; c < t->ncols; c++)
+                if (t->mark[r][c] & (1 << k))
+                    cJSON_AddItemToArray(l, cJSON_CreateString(t->hdr[c]));
+            cJSON_AddItemToArray(row, l);
+        }
         cJSON_AddItemToArray(rows, row);
     }
     cJSON_AddItemToObject(o, "columns", cols);
@@ -905,7 +975,7 @@ static void compute_scalars(const struct tt_rset *s, struct scalars *c)
     memset(c, 0, sizeof(*c));
     c->records = s->records;
     c->valid = s->valid;
-    c->errors = s->errors + s->cancelled;   /* AIPerf counts cancellations as errors */
+    c->errors = s->errors;      /* cancellations included, as AIPerf counts them */
     c->good = s->good;
     c->judged = s->judged;
     c->dur = tt_rset_duration_s(s);
@@ -924,19 +994,34 @@ static void metric_label(char *buf, size_t len, int m)
     snprintf(buf, len, "%s (%s)", header_of[m], unit_of(m));
 }
 
-static void stat_cells(char (*row)[TCELL], const struct tt_rsummary *s)
+/*
+ * A percentile cell <r>,<c> of <t>: the value with its markers, '~' from
+ * a histogram and '*' on too few samples (table, markdown), or the bare
+ * number with the markers set apart (csv, json).
+ */
+static void pct_cell(struct table *t, int r, int c, double v, int approx, int low)
+{
+    char num[64];
+    fmt_num(num, sizeof(num), v, 2);
+    if (machine()) {
+        snprintf(t->cell[r][c], TCELL, "%s", num);
+        t->mark[r][c] = (unsigned char)((low ? MARK_LOW : 0) | (approx ? MARK_APPROX : 0));
+        t->marked = 1;
+    } else {
+        snprintf(t->cell[r][c], TCELL, "%s%s%s", approx ? "~" : "", num, low ? "*" : "");
+    }
+}
+
+static void stat_cells(struct table *t, int r, int c, const struct tt_rsummary *s)
 {
     /* avg min max p1..p99 std count, markers on percentiles */
-    int c = 0;
+    char (*row)[TCELL] = t->cell[r];
     fmt_num(row[c++], TCELL, s->avg, 2);
     fmt_num(row[c++], TCELL, s->min, 2);
     fmt_num(row[c++], TCELL, s->max, 2);
-    for (int i = 0; i < TT_RPT_NPCT; i++) {
-        char v[64];
-        fmt_num(v, sizeof(v), s->pct[i], 2);
-        snprintf(row[c++], TCELL, "%s%s%s", s->exact ? "" : "~", v,
-                 tt_pct_low_sample(s->count, tt_rpt_pcts[i]) ? "*" : "");
-    }
+    for (int i = 0; i < TT_RPT_NPCT; i++)
+        pct_cell(t, r, c++, s->pct[i], !s->exact,
+                 tt_pct_low_sample(s->count, tt_rpt_pcts[i]));
     fmt_num(row[c++], TCELL, s->std, 2);
     fmt_count(row[c++], TCELL, s->count);
 }
@@ -1051,9 +1136,14 @@ static int print_warnings(FILE *out, const struct tt_rset *s, const char *pfx,
 
 static void print_header(FILE *out, const struct tt_rset *s, const char *files)
 {
-    fprintf(out, "%s: %llu records (%llu ok, %llu errors, %llu cancelled) from %s; %llu lines, %llu malformed, %llu filtered out\n",
+    /* errors as the Error Request Count: cancellations included (code
+     * 499, as AIPerf records them), their number in parentheses */
+    char canc[48] = "";
+    if (s->cancelled)
+        snprintf(canc, sizeof(canc), " incl. %llu cancelled", (unsigned long long)s->cancelled);
+    fprintf(out, "%s: %llu records (%llu ok, %llu error%s%s) from %s; %llu lines, %llu malformed, %llu filtered out\n",
             s->label, (unsigned long long)s->records, (unsigned long long)s->valid,
-            (unsigned long long)s->errors, (unsigned long long)s->cancelled, files,
+            (unsigned long long)s->errors, s->errors == 1 ? "" : "s", canc, files,
             (unsigned long long)s->lines,
             (unsigned long long)s->malformed, (unsigned long long)s->filtered);
 }
@@ -1078,7 +1168,7 @@ static void print_metrics(FILE *out, const struct msum *ms, const char *title)
         int r = table_row(t);
         metric_label(t->cell[r][0], TCELL, m);
         t->abbr[r] = abbr_of[m];
-        stat_cells(&t->cell[r][1], &ms->s[m]);
+        stat_cells(t, r, 1, &ms->s[m]);
     }
     table_print(out, t);
     if (empty)
@@ -1117,26 +1207,36 @@ static void print_scalars(FILE *out, const struct scalars *c)
     if (c->have_good)
         fmt_num(t->cell[r][1], TCELL, c->goodput, 2);
     else
-        snprintf(t->cell[r][1], TCELL, "N/A (no SLO: pass --goodput)");
+        snprintf(t->cell[r][1], TCELL, "%s", machine() ? "" : "N/A (no SLO: pass --goodput)");
     r = table_row(t);
     snprintf(t->cell[r][0], TCELL, "Good Request Count (requests)");
     if (c->have_good)
         fmt_count(t->cell[r][1], TCELL, c->good);
     else
-        snprintf(t->cell[r][1], TCELL, "N/A");
+        snprintf(t->cell[r][1], TCELL, "%s", na());
     r = table_row(t);
     snprintf(t->cell[r][0], TCELL, "Good Request Fraction");
     if (c->have_good && c->records > 0) {
         fmt_num(a, sizeof(a), c->frac, 4);
         fmt_num(b, sizeof(b), c->lo, 4);
         fmt_num(d, sizeof(d), c->hi, 4);
-        snprintf(t->cell[r][1], TCELL, "%s (%llu/%llu)", a,
-                 (unsigned long long)c->good, (unsigned long long)c->records);
-        r = table_row(t);
-        snprintf(t->cell[r][0], TCELL, "Good Request Fraction 95%% CI");
-        snprintf(t->cell[r][1], TCELL, "[%s, %s]", b, d);
+        if (machine()) {        /* one number a cell */
+            snprintf(t->cell[r][1], TCELL, "%s", a);
+            r = table_row(t);
+            snprintf(t->cell[r][0], TCELL, "Good Request Fraction 95%% CI Low (Wilson)");
+            snprintf(t->cell[r][1], TCELL, "%s", b);
+            r = table_row(t);
+            snprintf(t->cell[r][0], TCELL, "Good Request Fraction 95%% CI High (Wilson)");
+            snprintf(t->cell[r][1], TCELL, "%s", d);
+        } else {
+            snprintf(t->cell[r][1], TCELL, "%s (%llu/%llu)", a,
+                     (unsigned long long)c->good, (unsigned long long)c->records);
+            r = table_row(t);
+            snprintf(t->cell[r][0], TCELL, "Good Request Fraction 95%% CI");
+            snprintf(t->cell[r][1], TCELL, "[%s, %s]", b, d);
+        }
     } else {
-        snprintf(t->cell[r][1], TCELL, "N/A");
+        snprintf(t->cell[r][1], TCELL, "%s", na());
     }
     table_print(out, t);
     table_free(t);
@@ -1144,9 +1244,6 @@ static void print_scalars(FILE *out, const struct scalars *c)
 
 static void print_errors(FILE *out, const struct tt_rset *s)
 {
-    if (s->cancelled > 0)
-        fprintf(out, "Cancelled: %llu (the client closed the connection before the end; not errors)\n",
-                (unsigned long long)s->cancelled);
     if (s->errors == 0) {
         fprintf(out, "Errors: none\n");
         return;
@@ -1180,6 +1277,10 @@ static void print_errors(FILE *out, const struct tt_rset *s)
     }
     table_print(out, t);
     table_free(t);
+    if (s->cancelled > 0)
+        fprintf(out, "Cancelled: %llu of the %llu errors (the client went away before the end; "
+                     "code 499, counted as errors as AIPerf does)\n",
+                (unsigned long long)s->cancelled, (unsigned long long)s->errors);
 }
 
 static void print_sources(FILE *out, const struct tt_rset *s)
@@ -1209,11 +1310,14 @@ static void print_footnotes(FILE *out, const struct msum *ms, const struct msum 
     fprintf(out, "Percentiles: linear interpolation between closest ranks (numpy default, as AIPerf); "
                  "std: population (ddof=0, as AIPerf); metrics of error records excluded.\n");
     if (low)
-        fprintf(out, "* too few samples for this percentile: pXX needs at least 100/min(XX,100-XX) "
+        fprintf(out, "%s too few samples%s: pXX needs at least 100/min(XX,100-XX) "
                      "(p99/p1: 100, p95/p5: 20, p90/p10: 10, p75/p25: 4, p50: 2); the value is "
-                     "interpolated towards the sample's extreme, not an observed tail.\n");
+                     "interpolated towards the sample's extreme, not an observed tail.\n",
+                machine() ? "few_samples (column): percentiles on" : "*",
+                machine() ? "" : " for this percentile");
     if (approx)
-        fprintf(out, "~ approximate: nearest rank from a log-linear histogram, <= 0.78%% relative error.\n");
+        fprintf(out, "%s nearest rank from a log-linear histogram, <= 0.78%% relative error.\n",
+                machine() ? "approximate (column): the percentiles taken as the" : "~ approximate:");
 }
 
 /* ---- comparison ---- */
@@ -1222,11 +1326,12 @@ static void rel_cell(char *buf, size_t len, double a, double b)
 {
     char v[64];
     if (!isfinite(a) || !isfinite(b) || a == 0) {
-        snprintf(buf, len, "N/A");
+        snprintf(buf, len, "%s", na());
         return;
     }
     fmt_num(v, sizeof(v), (b - a) / fabs(a) * 100, 2);
-    snprintf(buf, len, "%s%s%%", (b - a) > 0 ? "+" : "", v);
+    /* csv, json: the number; the row or column name says "(%)" */
+    snprintf(buf, len, "%s%s%s", (b - a) > 0 ? "+" : "", v, machine() ? "" : "%");
 }
 
 static void diff_cell(char *buf, size_t len, double a, double b)
@@ -1255,10 +1360,10 @@ static void print_compare(FILE *out, const struct msum *ma, const struct msum *m
         metric_label(t->cell[r][0], TCELL, m);
         t->abbr[r] = abbr_of[m];
         snprintf(t->cell[r][1], TCELL, "A");
-        stat_cells(&t->cell[r][2], a);
+        stat_cells(t, r, 2, a);
         r = table_row(t);
         snprintf(t->cell[r][1], TCELL, "B");
-        stat_cells(&t->cell[r][2], b);
+        stat_cells(t, r, 2, b);
 
         double av[14], bv[14];
         av[0] = a->avg; bv[0] = b->avg;
@@ -1272,7 +1377,7 @@ static void print_compare(FILE *out, const struct msum *ma, const struct msum *m
         av[13] = (double)a->count; bv[13] = (double)b->count;
         int rd = table_row(t), rr = table_row(t);
         snprintf(t->cell[rd][1], TCELL, "B-A");
-        snprintf(t->cell[rr][1], TCELL, "B/A-1");
+        snprintf(t->cell[rr][1], TCELL, "%s", machine() ? "B/A-1 (%)" : "B/A-1");
         for (int i = 0; i < 14; i++) {
             if (i == 13) {
                 char v[64];
@@ -1298,7 +1403,7 @@ static void print_compare_scalars(FILE *out, const struct scalars *a, const stru
     snprintf(t->hdr[1], 48, "A");
     snprintf(t->hdr[2], 48, "B");
     snprintf(t->hdr[3], 48, "B-A");
-    snprintf(t->hdr[4], 48, "B/A-1");
+    snprintf(t->hdr[4], 48, "%s", machine() ? "B/A-1 (%)" : "B/A-1");
     struct { const char *name; double x, y; int dec; } rows[] = {
         { "Request Count (requests)", (double)a->valid, (double)b->valid, 0 },
         { "Error Request Count (requests)", (double)a->errors, (double)b->errors, 0 },
@@ -1323,15 +1428,29 @@ static void print_compare_scalars(FILE *out, const struct scalars *a, const stru
         rel_cell(t->cell[r][4], TCELL, rows[i].x, rows[i].y);
     }
     int r = table_row(t);
-    snprintf(t->cell[r][0], TCELL, "Good Request Fraction 95%% CI (Wilson)");
-    if (a->have_good)
-        snprintf(t->cell[r][1], TCELL, "[%.4f, %.4f]", a->lo, a->hi);
-    else
-        snprintf(t->cell[r][1], TCELL, "N/A");
-    if (b->have_good)
-        snprintf(t->cell[r][2], TCELL, "[%.4f, %.4f]", b->lo, b->hi);
-    else
-        snprintf(t->cell[r][2], TCELL, "N/A");
+    if (machine()) {            /* one number a cell: low and high rows */
+        snprintf(t->cell[r][0], TCELL, "Good Request Fraction 95%% CI Low (Wilson)");
+        int rh = table_row(t);
+        snprintf(t->cell[rh][0], TCELL, "Good Request Fraction 95%% CI High (Wilson)");
+        if (a->have_good) {
+            fmt_num(t->cell[r][1], TCELL, a->lo, 4);
+            fmt_num(t->cell[rh][1], TCELL, a->hi, 4);
+        }
+        if (b->have_good) {
+            fmt_num(t->cell[r][2], TCELL, b->lo, 4);
+            fmt_num(t->cell[rh][2], TCELL, b->hi, 4);
+        }
+    } else {
+        snprintf(t->cell[r][0], TCELL, "Good Request Fraction 95%% CI (Wilson)");
+        if (a->have_good)
+            snprintf(t->cell[r][1], TCELL, "[%.4f, %.4f]", a->lo, a->hi);
+        else
+            snprintf(t->cell[r][1], TCELL, "N/A");
+        if (b->have_good)
+            snprintf(t->cell[r][2], TCELL, "[%.4f, %.4f]", b->lo, b->hi);
+        else
+            snprintf(t->cell[r][2], TCELL, "N/A");
+    }
     table_print(out, t);
     table_free(t);
 }
@@ -1426,8 +1545,8 @@ static uint64_t print_paired(FILE *out, const struct tt_rset *a, const struct tt
     snprintf(t->hdr[2], 48, "median d");
     snprintf(t->hdr[3], 48, "95%% CI low");
     snprintf(t->hdr[4], 48, "95%% CI high");
-    snprintf(t->hdr[5], 48, "coverage");
-    snprintf(t->hdr[6], 48, "median d/A");
+    snprintf(t->hdr[5], 48, "%s", machine() ? "coverage (%)" : "coverage");
+    snprintf(t->hdr[6], 48, "%s", machine() ? "median d/A (%)" : "median d/A");
     for (int k = 0; k < NMETRIC; k++) {
         int m = order[k];
         size_t n = 0, nr = 0;
@@ -1456,19 +1575,19 @@ static uint64_t print_paired(FILE *out, const struct tt_rset *a, const struct tt
         if (tt_median_ci(n, 0.95, &lo, &hi, &cov) == 0) {
             diff_cell(t->cell[r][3], TCELL, 0, d[lo]);
             diff_cell(t->cell[r][4], TCELL, 0, d[hi]);
-            snprintf(t->cell[r][5], TCELL, "%.1f%%", cov * 100);
+            snprintf(t->cell[r][5], TCELL, "%.1f%s", cov * 100, machine() ? "" : "%");
         } else {
-            snprintf(t->cell[r][3], TCELL, "N/A (n<6)");
-            snprintf(t->cell[r][4], TCELL, "N/A");
-            snprintf(t->cell[r][5], TCELL, "-");
+            snprintf(t->cell[r][3], TCELL, "%s", machine() ? "" : "N/A (n<6)");
+            snprintf(t->cell[r][4], TCELL, "%s", machine() ? "" : "N/A");
+            snprintf(t->cell[r][5], TCELL, "%s", machine() ? "" : "-");
         }
         if (nr > 0) {
             char v[64];
             double x = tt_pct_linear_d(rel, nr, 50) * 100;
             fmt_num(v, sizeof(v), x, 2);
-            snprintf(t->cell[r][6], TCELL, "%s%s%%", x > 0 ? "+" : "", v);
+            snprintf(t->cell[r][6], TCELL, "%s%s%s", x > 0 ? "+" : "", v, machine() ? "" : "%");
         } else {
-            snprintf(t->cell[r][6], TCELL, "N/A");
+            snprintf(t->cell[r][6], TCELL, "%s", machine() ? "" : "N/A");
         }
     }
     table_print(out, t);
@@ -1775,15 +1894,13 @@ static void slice_label(char *buf, size_t len, int64_t ns, int64_t width_ns, int
 }
 
 /* percentile <pi> of a slice's metric, '*' when the sample is too small */
-static void slice_pct(char *buf, size_t len, const struct tt_rsummary *s, int pi)
+static void slice_pct(struct table *t, int r, int c, const struct tt_rsummary *s, int pi)
 {
     if (s->count == 0) {
-        snprintf(buf, len, "-");
+        snprintf(t->cell[r][c], TCELL, "%s", machine() ? "" : "-");
         return;
     }
-    char v[64];
-    fmt_num(v, sizeof(v), s->pct[pi], 2);
-    snprintf(buf, len, "%s%s", v, tt_pct_low_sample(s->count, tt_rpt_pcts[pi]) ? "*" : "");
+    pct_cell(t, r, c, s->pct[pi], 0, tt_pct_low_sample(s->count, tt_rpt_pcts[pi]));
 }
 
 /*
@@ -1832,12 +1949,12 @@ static void print_slices(FILE *out, const struct tt_rslices *sl, const char *arg
         if (isfinite(gf))
             fmt_num(t->cell[r][6], TCELL, 100.0 * gf, 1);
         else
-            snprintf(t->cell[r][6], TCELL, "-");
-        slice_pct(t->cell[r][7], TCELL, &x->m[TT_M_TTFT], 4);
-        slice_pct(t->cell[r][8], TCELL, &x->m[TT_M_TTFT], 8);
-        slice_pct(t->cell[r][9], TCELL, &x->m[TT_M_ITL], 4);
-        slice_pct(t->cell[r][10], TCELL, &x->m[TT_M_ITL], 8);
-        slice_pct(t->cell[r][11], TCELL, &x->m[TT_M_REQUEST_LATENCY], 8);
+            snprintf(t->cell[r][6], TCELL, "%s", machine() ? "" : "-");
+        slice_pct(t, r, 7, &x->m[TT_M_TTFT], 4);
+        slice_pct(t, r, 8, &x->m[TT_M_TTFT], 8);
+        slice_pct(t, r, 9, &x->m[TT_M_ITL], 4);
+        slice_pct(t, r, 10, &x->m[TT_M_ITL], 8);
+        slice_pct(t, r, 11, &x->m[TT_M_REQUEST_LATENCY], 8);
     }
     table_print(out, t);
     table_free(t);
@@ -2106,6 +2223,38 @@ static void join(char *buf, size_t len, const char **v, int n)
         o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "", v[i]);
 }
 
+/*
+ * An --upstream or --compare-upstreams name no record of the files
+ * carries: refused (2) with the names they do carry.  Unsure (more names
+ * than the table keeps): accepted.
+ */
+static int check_upstream(const struct tt_rset *s, const char *opt, const char *name,
+                          const char *files)
+{
+    char list[1024];
+    if (name == NULL || s->upstreams.overflow)
+        return 0;
+    for (unsigned i = 0; i < s->upstreams.n; i++)
+        if (strcmp(s->upstreams.e[i].name, name) == 0)
+            return 0;
+    table_list(list, sizeof(list), &s->upstreams);
+    fprintf(stderr, "tokentap report: %s: no record of upstream '%s' in %s; its upstreams "
+                    "(records): %s\n", opt, name, files, s->upstreams.n ? list : "none");
+    return 2;
+}
+
+/* a set without a record: nothing to report (1), said on stderr */
+static int check_nonempty(const struct tt_rset *s, const char *set, const char *files)
+{
+    if (s->records > 0)
+        return 0;
+    fprintf(stderr, "tokentap report: %s%s%sno records in %s (%llu lines, %llu malformed, "
+                    "%llu filtered out)\n", set ? "set " : "", set ? set : "", set ? ": " : "",
+            files, (unsigned long long)s->lines, (unsigned long long)s->malformed,
+            (unsigned long long)s->filtered);
+    return 1;
+}
+
 static int read_set(struct tt_rset *s, const char **files, int n)
 {
     char err[512];
@@ -2187,6 +2336,24 @@ int tt_report_main(int argc, char **argv)
     if (b && (rc = read_set(b, by_upstream ? o.files : o.cmp,
                             by_upstream ? o.nfiles : o.ncmp)) != 0)
         goto out;
+
+    {
+        char fl[2048], fl2[2048];
+        join(fl, sizeof(fl), o.files, o.nfiles);
+        join(fl2, sizeof(fl2), o.cmp, o.ncmp);
+        if (by_upstream) {
+            if ((rc = check_upstream(a, "--compare-upstreams", o.cmp_up[0], fl)) != 0
+                || (rc = check_upstream(a, "--compare-upstreams", o.cmp_up[1], fl)) != 0)
+                goto out;
+        } else if ((rc = check_upstream(a, "--upstream", o.f.upstream, fl)) != 0
+                   || (b && (rc = check_upstream(b, "--upstream", o.f.upstream, fl2)) != 0)) {
+            goto out;
+        }
+        if ((rc = check_nonempty(a, b ? (by_upstream ? o.cmp_up[0] : "A") : NULL, fl)) != 0
+            || (b && (rc = check_nonempty(b, by_upstream ? o.cmp_up[1] : "B",
+                                          by_upstream ? fl : fl2)) != 0))
+            goto out;
+    }
 
     summarize(a, ma);
     compute_scalars(a, &ca);

@@ -370,6 +370,10 @@ void tt_rset_add_line(struct tt_rset *s, const char *line, size_t len)
                             "\"request_start_ns\":", &have_start);
     int64_t end = meta_ns(meta, line, len, "request_end_ns",
                           "\"request_end_ns\":", &have_end);
+    /* every upstream named in the files, filtered or not: an unknown
+     * --upstream or --compare-upstreams name is refused with this list */
+    const char *up = str_of(meta, "upstream");
+    table_bump(&s->upstreams, up ? up : "(none)", 0, NULL);
     if (!passes(s->filter, meta, start, have_start)) {
         s->filtered++;
         cJSON_Delete(root);
@@ -380,23 +384,25 @@ void tt_rset_add_line(struct tt_rset *s, const char *line, size_t len)
     const char *schema = str_of(root, "schema");
     table_bump(&s->schemas, schema ? schema : "(none)", 0, NULL);
 
-    /* error: the error object, or a cancelled request (code 499); a
-     * cancelled request is counted apart from the errors (as /stats does)
-     * and, like them, kept out of the metrics */
+    /* error: the error object, or a cancelled request (code 499); as
+     * AIPerf records them, a cancelled request is an error (in <errors>
+     * and the error types, type "cancelled" unless the record names one)
+     * and also counted in <cancelled>; like the others it is kept out of
+     * the metrics */
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
     int cancelled = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "was_cancelled"));
     int is_error = cJSON_IsObject(err) || cancelled;
-    if (cancelled) {
-        s->cancelled++;
-    } else if (is_error) {
+    if (is_error) {
         const char *type = cJSON_IsObject(err) ? str_of(err, "type") : NULL;
         const cJSON *code = cJSON_IsObject(err)
                                 ? cJSON_GetObjectItemCaseSensitive(err, "code") : NULL;
         const char *msg = cJSON_IsObject(err) ? str_of(err, "message") : NULL;
         table_bump(&s->errtypes, type ? type : (cancelled ? "cancelled" : "error"),
                    cJSON_IsNumber(code) ? (int)code->valuedouble : (cancelled ? 499 : 0),
-                   msg);
+                   msg ? msg : (cancelled ? "the client went away before the end" : NULL));
         s->errors++;
+        if (cancelled)
+            s->cancelled++;
     }
     if (!is_error) {
         /* counting methods matter for valid records' token counts only */

@@ -91,7 +91,9 @@ struct tt_rset {
     const char *label;           /* "A", "B", or the file name */
     uint64_t lines, blank, malformed, filtered;
     uint64_t records;            /* accepted after filters */
-    uint64_t valid, errors, cancelled;
+    uint64_t valid;
+    uint64_t errors;             /* error records, cancelled ones included */
+    uint64_t cancelled;          /* of those, cancelled (was_cancelled, 499) */
     uint64_t judged, good, unjudged;
     uint64_t unit_mismatch;      /* metric values skipped: unknown unit */
     int64_t  first_start_ns, last_end_ns;
@@ -108,6 +110,7 @@ struct tt_rset {
     struct tt_rtable errtypes;   /* name = type, code = HTTP code */
     struct tt_rtable schemas;
     struct tt_rtable sources;    /* valid records by token_count_source */
+    struct tt_rtable upstreams;  /* every record by metadata.upstream, before filters */
 
     const struct tt_rfilter *filter;     /* borrowed */
     const struct tt_rjudge  *judge;      /* borrowed */

@@ -88,6 +88,17 @@ static int plain_number(const char *s, size_t len)
     return i == len;
 }
 
+double tt_duration_unit_ms(const char *unit, size_t len)
+{
+    static const struct { const char *u; double ms; } units[] = {
+        { "us", 0.001 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 },
+    };
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strlen(units[i].u) == len && memcmp(units[i].u, unit, len) == 0)
+            return units[i].ms;
+    return 0;
+}
+
 static int is_blank(char ch)
 {
     return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' ||
@@ -149,14 +160,35 @@ int tt_slo_parse(const char *spec, struct tt_slo *out, char *err,
             snprintf(err, errlen, "goodput: '%.*s': negative value", show, tok);
             return -1;
         }
-        if (vlen >= sizeof(num) || !plain_number(val, vlen)) {
-            snprintf(err, errlen, "goodput: '%.*s': value is not a number",
-                     show, tok);
+        /* a time limit may carry a duration unit (us, ms, s, m, as the
+         * config's durations); a bare number is in the metric's unit */
+        int is_ms = strcmp(tt_metric_unit[id], "ms") == 0;
+        size_t nlen = vlen;
+        double mul = 1;
+        while (nlen > 0 && ((val[nlen - 1] >= 'a' && val[nlen - 1] <= 'z') ||
+                            (val[nlen - 1] >= 'A' && val[nlen - 1] <= 'Z')))
+            nlen--;
+        if (nlen < vlen && nlen > 0 && plain_number(val, nlen)) {
+            mul = tt_duration_unit_ms(val + nlen, vlen - nlen);
+            if (mul != 0 && !is_ms) {
+                snprintf(err, errlen, "goodput: '%.*s': %s is in %s: a plain "
+                         "number, no unit", show, tok, tt_metric_tag[id],
+                         tt_metric_unit[id]);
+                return -1;
+            }
+        }
+        if (mul == 0 || nlen == vlen || nlen == 0 || !plain_number(val, nlen)) {
+            nlen = vlen;        /* no unit: all of it the number */
+            mul = 1;
+        }
+        if (nlen >= sizeof(num) || !plain_number(val, nlen)) {
+            snprintf(err, errlen, "goodput: '%.*s': value is not a number%s",
+                     show, tok, is_ms ? " or a duration (500, 500ms, 0.5s)" : "");
             return -1;
         }
-        memcpy(num, val, vlen);
-        num[vlen] = '\0';
-        v = strtod(num, NULL);
+        memcpy(num, val, nlen);
+        num[nlen] = '\0';
+        v = strtod(num, NULL) * mul;
         if (!isfinite(v)) {
             snprintf(err, errlen, "goodput: '%.*s': value out of range",
                      show, tok);

@@ -46,13 +46,23 @@ struct tt_slo_set {
 /*
  * Parse an AIPerf goodput spec: whitespace-separated TAG:VALUE, TAG being a
  * per-request metric tag (metrics/metric.h) or an alias (ttft, ttfo, itl,
- * tpot, e2el), VALUE a non-negative decimal number in the metric's unit.
+ * tpot, e2el), VALUE a non-negative decimal number in the metric's unit;
+ * a time metric's (ms) may carry a duration unit, us, ms, s or m
+ * ("ttft:500ms", "e2el:2.5s"), a bare number being ms.
  * An empty or all-blank spec gives n == 0.  Returns 0, or -1 with <err> set
  * to "goodput: <reason>" (unknown metric, missing/negative/non-numeric
  * value, duplicate metric after alias resolution).
  */
 int tt_slo_parse(const char *spec, struct tt_slo *out, char *err,
                  size_t errlen);
+
+/*
+ * The milliseconds in one <unit> of a duration (<len> bytes, not
+ * NUL-terminated): "us" 0.001, "ms" 1, "s" 1000, "m" 60000; 0 for any
+ * other.  Shared by goodput limits and the config's durations
+ * (proxy/config.c), so both take the same units.
+ */
+double tt_duration_unit_ms(const char *unit, size_t len);
 
 /* canonical text of <slo> ("time_to_first_token:500 ..."); snprintf-style */
 int tt_slo_format(const struct tt_slo *slo, char *buf, size_t len);

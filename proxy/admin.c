@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -269,9 +270,12 @@ struct tt_admin *tt_admin_start(struct event_base *base, const char *addr_port,
                                | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS
                                | EVHTTP_REQ_PATCH | EVHTTP_REQ_TRACE);
     evhttp_set_gencb(ad->http, on_request, ad);
+    errno = 0;
     ad->sock = evhttp_bind_socket_with_handle(ad->http, host, (ev_uint16_t)port);
     if (ad->sock == NULL) {
-        snprintf(err, errlen, "cannot listen on '%s'", addr_port);
+        int e = errno;          /* the bind's or listen's reason */
+        snprintf(err, errlen, "cannot listen on '%s'%s%s", addr_port, e ? ": " : "",
+                 e ? strerror(e) : "");
         evhttp_free(ad->http);
         free(ad->slots);
         free(ad);

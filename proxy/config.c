@@ -237,6 +237,7 @@ static const struct opt opts[] = {
 };
 
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+_Static_assert(N_OPTS <= TT_CONFIG_KEYS, "tt_config_src.line[] holds every key");
 
 /*
  * The keys of a [shadow.NAME] section (offsets in struct tt_shadow_cfg);
@@ -541,14 +542,11 @@ static int parse_duration(const char *v, unsigned long long *out)
 
     if (!p)
         return -1;
-    if (strcmp(p, "ms") == 0)
-        mul = 1;
-    else if (strcmp(p, "s") == 0)
-        mul = SEC;
-    else if (strcmp(p, "m") == 0)
-        mul = 60 * SEC;
-    else
+    /* the units goodput limits take too (metrics/slo.c); whole ms here */
+    double u = tt_duration_unit_ms(p, strlen(p));
+    if (u < 1)
         return -1;
+    mul = (unsigned long long)u;
     if (n && mul > ULLONG_MAX / n)
         return -1;
     *out = n * mul;
@@ -758,8 +756,9 @@ struct load_ctx {
     int line;               /* number of the line last handed to inih */
     char section[256];      /* current section, full (inih truncates at 50) */
     int sect_ok;            /* current section is known */
-    int err_line;           /* 0, or the line of the first error */
-    char reason[1200];      /* "key 'K': reason" for err_line */
+    int nerr;               /* errors so far */
+    char errs[TT_CONFIG_MAX_ERRORS * 1600]; /* "NAME:LINE: reason\n" each */
+    size_t errs_len;
     int seen[N_OPTS];       /* line where each key was set, 0 = not yet */
     int model_seen[TT_CONFIG_SLO_MODELS];
     int shadow_line[TT_MAX_SHADOWS];    /* line of each [shadow.NAME] header */
@@ -772,14 +771,25 @@ static void ctx_fail(struct load_ctx *x, const char *fmt, ...)
 static void ctx_fail(struct load_ctx *x, const char *fmt, ...)
 {
     va_list ap;
+    char reason[1200];
 
-    if (x->err_line)
+    /* every error is kept (up to TT_CONFIG_MAX_ERRORS) and the parse goes
+     * on: the file's errors are listed at once, as a compiler does */
+    if (x->nerr++ >= TT_CONFIG_MAX_ERRORS)
         return;
-    x->err_line = x->line;
     va_start(ap, fmt);
-    vsnprintf(x->reason, sizeof(x->reason), fmt, ap);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
     va_end(ap);
+    if (x->errs_len < sizeof(x->errs)) {
+        int n = snprintf(x->errs + x->errs_len, sizeof(x->errs) - x->errs_len,
+                         "%.300s:%d: %s\n", x->path, x->line, reason);
+        if (n > 0)
+            x->errs_len += (size_t)n;
+        if (x->errs_len > sizeof(x->errs))
+            x->errs_len = sizeof(x->errs);
+    }
 }
+
 
 static int section_index(const char *name)
 {
@@ -803,6 +813,18 @@ static int blank_or_comment(const char *s)
     while (blank(*p))
         p++;
     return *p == '\0' || (p > s && (*p == '#' || *p == ';'));
+}
+
+/* a line inih would refuse: not blank, a comment, a [section] or key = value */
+static int bad_syntax(const char *line)
+{
+    while (blank(*line))
+        line++;
+    if (*line == '\0' || *line == '#' || *line == ';')
+        return 0;
+    if (*line == '[')
+        return strchr(line, ']') == NULL;
+    return strpbrk(line, "=:") == NULL;
 }
 
 /*
@@ -853,8 +875,6 @@ static char *load_reader(char *str, int num, void *stream)
     ssize_t n;
     const char *p;
 
-    if (x->err_line)
-        return NULL;
     n = getline(&x->buf, &x->bufsize, x->f);
     if (n < 0)
         return NULL;
@@ -863,11 +883,11 @@ static char *load_reader(char *str, int num, void *stream)
     if (n > (num - 1 < LINE_MAX_BYTES ? num - 1 : LINE_MAX_BYTES)) {
         ctx_fail(x, "line too long (max %d bytes)",
                  num - 1 < LINE_MAX_BYTES ? num - 1 : LINE_MAX_BYTES);
-        return NULL;
+        return strcpy(str, "\n");   /* reported: inih sees an empty line */
     }
     if (memchr(x->buf, '\0', (size_t)n)) {
         ctx_fail(x, "NUL byte in line");
-        return NULL;
+        return strcpy(str, "\n");
     }
 
     /* section header: the name is what inih takes, '[' up to the first ']' */
@@ -893,12 +913,12 @@ static char *load_reader(char *str, int num, void *stream)
                 if (*model == '\0') {
                     ctx_fail(x, "section [%s]: missing model name, expected "
                              "[slo.MODEL]", x->section);
-                    return NULL;
+                    return strcpy(str, "\n");  /* its keys skipped */
                 }
                 if (strlen(model) >= TT_SLO_MODEL_LEN) {
                     ctx_fail(x, "section [%.200s]: model name too long "
                              "(max %d bytes)", x->section, TT_SLO_MODEL_LEN - 1);
-                    return NULL;
+                    return strcpy(str, "\n");
                 }
                 x->sect_ok = 1;
             } else if (strncmp(x->section, SHADOW_PREFIX,
@@ -910,12 +930,12 @@ static char *load_reader(char *str, int num, void *stream)
                     if (strcmp(x->c->shadows[i].name, nm) == 0 && x->shadow_line[i]) {
                         ctx_fail(x, "section [%.200s]: duplicate (first on line %d)",
                                  x->section, x->shadow_line[i]);
-                        return NULL;
+                        return strcpy(str, "\n");
                     }
                 sh = shadow_get(x->c, nm, strlen(nm), why, sizeof(why));
                 if (sh == NULL) {
                     ctx_fail(x, "section [%.200s]: %s", x->section, why);
-                    return NULL;
+                    return strcpy(str, "\n");
                 }
                 x->shadow_line[sh - x->c->shadows] = x->line;
                 x->sect_ok = 1;
@@ -923,11 +943,17 @@ static char *load_reader(char *str, int num, void *stream)
                 ctx_fail(x, "section [%.200s]: unknown section (known: proxy, "
                          "upstream, tls, admin, record, slo, slo.MODEL, "
                          "shadow.NAME, limits)", x->section);
-                return NULL;
+                return strcpy(str, "\n");
             }
         }
     }
     cut_inline_comment(x->buf);
+    if (bad_syntax(x->line == 1 && strncmp(x->buf, "\xEF\xBB\xBF", 3) == 0
+                   ? x->buf + 3 : x->buf)) {
+        ctx_fail(x, "syntax error, expected 'key = value', '[section]' or a "
+                 "comment");
+        return strcpy(str, "\n");
+    }
     memcpy(str, x->buf, (size_t)n + 1);
     return str;
 }
@@ -1035,14 +1061,12 @@ static int load_handler(void *user, const char *section, const char *name,
     size_t i;
 
     (void)section;          /* truncated by inih; x->section is whole */
-    if (x->err_line)
-        return 0;
     if (x->section[0] == '\0') {
         ctx_fail(x, "key '%.100s': outside any [section]", name);
-        return 0;
+        return 1;
     }
     if (!x->sect_ok)
-        return 0;
+        return 1;           /* the section's error was reported */
     si = section_index(x->section);
     if (si < 0 && strncmp(x->section, SHADOW_PREFIX, strlen(SHADOW_PREFIX)) == 0)
         return load_shadow_key(x, name, value);
@@ -1069,11 +1093,12 @@ static int load_handler(void *user, const char *section, const char *name,
                  x->seen[i]);
         return 0;
     }
+    x->seen[i] = x->line;   /* a bad value too: a second line is a duplicate */
     if (opt_set(x->c, o, value, err, sizeof(err)) < 0) {
         ctx_fail(x, "key '%s': %s", name, err);
-        return 0;
+        return 1;
     }
-    x->seen[i] = x->line;
+    x->c->src.line[i] = x->line;
     return 1;
 }
 
@@ -1111,17 +1136,24 @@ int tt_config_load_stream(struct tt_config *c, FILE *f, const char *name,
     ini_allow_realloc = false;
     ini_initial_alloc = LINE_MAX_BYTES + 2;
     ini_max_line = LINE_MAX_BYTES + 2;
-    ini_stop_on_first_error = true;
+    ini_stop_on_first_error = false;   /* ctx_fail() keeps every error */
     ini_allow_no_value = false;
 
     errno = 0;
     rc = ini_parse_stream(load_reader, x, load_handler, x);
-    if (!x->err_line && rc == 0 && ferror(f)) {
+    if (!x->nerr && rc == 0 && ferror(f)) {
         snprintf(err, errlen, "%s: read error: %s", name,
                  strerror(errno ? errno : EIO));
         rc = -1;
-    } else if (x->err_line && (rc <= 0 || rc >= x->err_line)) {
-        snprintf(err, errlen, "%s:%d: %s", name, x->err_line, x->reason);
+    } else if (x->nerr) {
+        size_t l = x->errs_len;
+        if (l > 0 && x->errs[l - 1] == '\n')
+            l--;
+        if (x->nerr > TT_CONFIG_MAX_ERRORS)
+            snprintf(err, errlen, "%.*s\n%s: %d more errors not listed", (int)l,
+                     x->errs, name, x->nerr - TT_CONFIG_MAX_ERRORS);
+        else
+            snprintf(err, errlen, "%.*s", (int)l, x->errs);
         rc = -1;
     } else if (rc > 0) {
         snprintf(err, errlen, "%s:%d: syntax error, expected 'key = value', "
@@ -1152,6 +1184,7 @@ int tt_config_load(struct tt_config *c, const char *path, char *err,
     }
     rc = tt_config_load_stream(c, f, path, err, errlen);
     fclose(f);
+    snprintf(c->src.file, sizeof(c->src.file), "%s", path);
     return rc;
 }
 
@@ -1325,101 +1358,155 @@ int tt_config_args(struct tt_config *c, int argc, char **argv, char *err,
             snprintf(err, errlen, "%s: %s", flag, reason);
             return -1;
         }
+        c->src.line[o - opts] = -1;
     }
     return 0;
 }
 
+/* the errors of tt_config_check(), one line each */
+struct cerrs {
+    char  *buf;
+    size_t len, off;
+    int    n;
+};
+
+static int key_index(const char *key)
+{
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (strcmp(opts[i].key, key) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* how a message names <key>: "upstream_cert" when the config file is in
+ * use and a flag did not set it, else "--upstream-cert" */
+static const char *key_name(const struct tt_config *c, const char *key, char *buf,
+                            size_t len)
+{
+    int k = key_index(key);
+    if (c->src.file[0] && k >= 0 && c->src.line[k] >= 0)
+        snprintf(buf, len, "%s", key);
+    else
+        flag_name(key, buf, len);
+    return buf;
+}
+
+static void cfail(struct cerrs *e, const struct tt_config *c, const char *key,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* one failed check of <key> (NULL: not one key), placed as the header says */
+static void cfail(struct cerrs *e, const struct tt_config *c, const char *key,
+                  const char *fmt, ...)
+{
+    char reason[1024], flag[64];
+    va_list ap;
+    int k = key ? key_index(key) : -1, n;
+
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    if (e->off >= e->len)
+        return;
+    const char *nl = e->n++ ? "\n" : "";
+    char *p = e->buf + e->off;
+    size_t room = e->len - e->off;
+    if (k < 0) {
+        n = snprintf(p, room, "%s%s%s%s", nl, c->src.file[0] && key == NULL ? c->src.file : "",
+                     c->src.file[0] && key == NULL ? ": " : "", reason);
+    } else {
+        flag_name(key, flag, sizeof(flag));
+        if (c->src.file[0] && c->src.line[k] > 0)
+            n = snprintf(p, room, "%s%s:%d: key '%s': %s", nl, c->src.file,
+                         c->src.line[k], key, reason);
+        else if (c->src.file[0] && c->src.line[k] == 0)
+            n = snprintf(p, room, "%s%s: key '%s' in [%s] (or %s): %s", nl, c->src.file,
+                         key, sect_names[opts[k].sect], flag, reason);
+        else
+            n = snprintf(p, room, "%s%s: %s", nl, flag, reason);
+    }
+    if (n > 0)
+        e->off += (size_t)n < room ? (size_t)n : room;
+}
+
 /*
- * Checks across options, after file and flags.  Returns 0, or -1 with
- * <err> set to "--flag: reason".
+ * Checks across options, after file and flags.  Every failed check is
+ * listed (see proxy/config.h); returns 0 or -1.
  */
 int tt_config_check(const struct tt_config *c, char *err, size_t errlen)
 {
     struct tt_url u;
-    char reason[512];
+    char reason[512], n1[64], n2[64];
+    struct cerrs e = { err, errlen, 0, 0 };
 
+    if (errlen)
+        err[0] = '\0';
+    u.tls = 0;
     if (c->upstream[0] == '\0') {
-        snprintf(err, errlen, "--upstream: required (the model server's URL, "
-                 "e.g. http://127.0.0.1:8000)");
-        return -1;
-    }
-    if (tt_url_parse(c->upstream, &u, reason, sizeof(reason)) < 0) {
-        snprintf(err, errlen, "--upstream: %s", reason);
-        return -1;
-    }
-    if (!u.tls) {
-        static const struct { size_t off; const char *flag; } tls_only[] = {
-            { offsetof(struct tt_config, upstream_ca), "--upstream-ca" },
-            { offsetof(struct tt_config, upstream_cert), "--upstream-cert" },
-            { offsetof(struct tt_config, upstream_key), "--upstream-key" },
+        cfail(&e, c, "upstream", "required (the model server's URL, "
+              "e.g. http://127.0.0.1:8000)");
+    } else if (tt_url_parse(c->upstream, &u, reason, sizeof(reason)) < 0) {
+        cfail(&e, c, "upstream", "%s", reason);
+    } else if (!u.tls) {
+        static const char *const tls_only[] = {
+            "upstream_ca", "upstream_cert", "upstream_key", "upstream_insecure",
         };
-        for (size_t i = 0; i < 3; i++)
-            if (((const char *)c + tls_only[i].off)[0]) {
-                snprintf(err, errlen, "%s: needs an https:// upstream",
-                         tls_only[i].flag);
-                return -1;
-            }
-        if (c->upstream_insecure) {
-            snprintf(err, errlen, "--upstream-insecure: needs an https:// "
-                     "upstream");
-            return -1;
+        for (size_t i = 0; i < 4; i++) {
+            int k = key_index(tls_only[i]);
+            const char *v = (const char *)c + opts[k].off;
+            if (i < 3 ? v[0] != '\0' : c->upstream_insecure)
+                cfail(&e, c, tls_only[i], "needs an https:// upstream");
         }
     }
     if (!!c->upstream_cert[0] != !!c->upstream_key[0]) {
-        snprintf(err, errlen, c->upstream_cert[0]
-                 ? "--upstream-key: required with --upstream-cert"
-                 : "--upstream-cert: required with --upstream-key");
-        return -1;
+        if (c->upstream_cert[0])
+            cfail(&e, c, "upstream_key", "required with %s",
+                  key_name(c, "upstream_cert", n1, sizeof(n1)));
+        else
+            cfail(&e, c, "upstream_cert", "required with %s",
+                  key_name(c, "upstream_key", n1, sizeof(n1)));
     }
     if (!!c->tls_cert[0] != !!c->tls_key[0]) {
-        snprintf(err, errlen, c->tls_cert[0]
-                 ? "--tls-key: required with --tls-cert"
-                 : "--tls-cert: required with --tls-key");
-        return -1;
+        if (c->tls_cert[0])
+            cfail(&e, c, "tls_key", "required with %s",
+                  key_name(c, "tls_cert", n1, sizeof(n1)));
+        else
+            cfail(&e, c, "tls_cert", "required with %s",
+                  key_name(c, "tls_key", n1, sizeof(n1)));
     }
-    if (c->tls_client_ca[0] && !c->tls_cert[0]) {
-        snprintf(err, errlen, "--tls-client-ca: needs --tls-cert and --tls-key");
-        return -1;
-    }
+    if (c->tls_client_ca[0] && !c->tls_cert[0])
+        cfail(&e, c, "tls_client_ca", "needs %s and %s",
+              key_name(c, "tls_cert", n1, sizeof(n1)), key_name(c, "tls_key", n2, sizeof(n2)));
     for (unsigned i = 0; i < c->n_shadows; i++) {
         const struct tt_shadow_cfg *sh = &c->shadows[i];
         struct tt_url su;
         if (sh->url[0] == '\0') {
-            snprintf(err, errlen, "shadow '%s': url required (--shadow %s=URL)",
-                     sh->name, sh->name);
-            return -1;
+            cfail(&e, c, NULL, "shadow '%s': url required (--shadow %s=URL)",
+                  sh->name, sh->name);
+            continue;
         }
         if (tt_url_parse(sh->url, &su, reason, sizeof(reason)) < 0) {
-            snprintf(err, errlen, "shadow '%s': url: %s", sh->name, reason);
-            return -1;
+            cfail(&e, c, NULL, "shadow '%s': url: %s", sh->name, reason);
+            continue;
         }
-        if (!su.tls && (sh->ca[0] || sh->cert[0] || sh->key[0] || sh->insecure)) {
-            snprintf(err, errlen, "shadow '%s': ca, cert, key and insecure need "
-                     "an https:// url", sh->name);
-            return -1;
-        }
-        if (!!sh->cert[0] != !!sh->key[0]) {
-            snprintf(err, errlen, "shadow '%s': cert and key go together",
-                     sh->name);
-            return -1;
-        }
+        if (!su.tls && (sh->ca[0] || sh->cert[0] || sh->key[0] || sh->insecure))
+            cfail(&e, c, NULL, "shadow '%s': ca, cert, key and insecure need "
+                  "an https:// url", sh->name);
+        if (!!sh->cert[0] != !!sh->key[0])
+            cfail(&e, c, NULL, "shadow '%s': cert and key go together", sh->name);
     }
     /* two writers on one stdout would interleave records and access lines */
-    if (strcmp(c->access_log, "-") == 0 && strcmp(c->record, "-") == 0) {
-        snprintf(err, errlen, "--access-log: stdout (-) is already taken by "
-                 "--record -");
-        return -1;
-    }
+    if (strcmp(c->access_log, "-") == 0 && strcmp(c->record, "-") == 0)
+        cfail(&e, c, "access_log", "stdout (-) is already taken by %s -",
+              key_name(c, "record", n1, sizeof(n1)));
     /* the same address twice would serve admin on the proxy port; port 0
      * (any free port) gives two different ports */
     if (strcmp(c->admin, "off") != 0 && strcmp(c->admin, c->listen) == 0 &&
-        !(strlen(c->admin) > 2 && strcmp(c->admin + strlen(c->admin) - 2, ":0") == 0)) {
-        snprintf(err, errlen, "--admin: must differ from --listen (%s)",
-                 c->listen);
-        return -1;
-    }
-    return 0;
+        !(strlen(c->admin) > 2 && strcmp(c->admin + strlen(c->admin) - 2, ":0") == 0))
+        cfail(&e, c, "admin", "must differ from %s (%s)",
+              key_name(c, "listen", n1, sizeof(n1)), c->listen);
+    return e.n ? -1 : 0;
 }
+
 
 int tt_config_slo_set(const struct tt_config *c, struct tt_slo_set *set,
                       char *err, size_t errlen)
@@ -1575,8 +1662,9 @@ static int print_config(const struct tt_config *c, FILE *out, int comments)
             if (comments)
                 fprintf(out, "\n# %s\n", o->help);
             if (comments && o->check == check_upstream)
-                fputs("# (required, e.g. http://127.0.0.1:8000 or "
-                      "https://host/openai)\n", out);
+                fputs("# (required; shipped as a server on this host at vLLM's\n"
+                      "# default port, so that this file passes check-config;\n"
+                      "# e.g. https://host/openai)\n", out);
             if (comments && o->check == check_goodput)
                 fputs("# tags: time_to_first_token, time_to_second_token,\n"
                       "# time_to_first_output_token, request_latency,\n"
@@ -1609,7 +1697,11 @@ int tt_config_reference(FILE *out)
     struct tt_config c;
 
     tt_config_defaults(&c);
-    fputs("# tokentap reference configuration: every key with its default.\n"
+    /* the one key without a default: a working value, so that the
+     * reference passes `tokentap check-config` as shipped */
+    snprintf(c.upstream, sizeof(c.upstream), "%s", TT_CONFIG_REFERENCE_UPSTREAM);
+    fputs("# tokentap reference configuration: every key with its default\n"
+          "# (upstream, which has none, with an example value).\n"
           "#\n"
           "# Generated by `tokentap --print-config-reference` from the option\n"
           "# table in proxy/config.c; tests/unit/test_config.c checks that this\n"

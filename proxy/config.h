@@ -11,6 +11,10 @@
 
 #define TT_PATH_MAX 1024
 #define TT_CONFIG_SLO_MODELS 16     /* [slo.MODEL] sections kept */
+#define TT_CONFIG_KEYS       96     /* config keys (the option table) at most */
+#define TT_CONFIG_MAX_ERRORS 20     /* errors of a file listed, the rest counted */
+/* the upstream of the shipped reference config (conf/tokentap.conf) */
+#define TT_CONFIG_REFERENCE_UPSTREAM "http://127.0.0.1:8000"
 
 struct tt_slo_set;
 
@@ -111,13 +115,20 @@ struct tt_config {
     int      compare_output;        /* [record] answer digests: 0 */
     size_t   inspect_max_bytes;     /* request body copy for the inspector: 1048576 */
     size_t   inspect_budget;        /* all inspector copies: 67108864 */
+    /* where each value came from, for tt_config_check()'s messages; last,
+     * so that two configs with the same values compare equal up to it */
+    struct tt_config_src {
+        char file[TT_PATH_MAX];     /* the config file loaded, "" none */
+        int  line[TT_CONFIG_KEYS];  /* per key: its line there, -1 a flag, 0 default */
+    } src;
 };
 
 void tt_config_defaults(struct tt_config *c);
 
 /*
- * Load <path> into <c>.  Returns 0, or -1 with <err> set to
- * "FILE:LINE: key 'K': reason".
+ * Load <path> into <c>.  Returns 0, or -1 with <err> set to one line per
+ * error, "FILE:LINE: key 'K': reason" (every error of the file, as a
+ * compiler lists them, up to TT_CONFIG_MAX_ERRORS; lines joined by '\n').
  */
 int tt_config_load(struct tt_config *c, const char *path, char *err,
                    size_t errlen);
@@ -135,7 +146,13 @@ int tt_config_load_stream(struct tt_config *c, FILE *f, const char *name,
 int tt_config_args(struct tt_config *c, int argc, char **argv, char *err,
                    size_t errlen);
 
-/* cross-field checks (e.g. tls_cert without tls_key); 0 or -1 with <err> */
+/*
+ * Cross-field checks (e.g. tls_cert without tls_key, upstream required);
+ * 0, or -1 with <err> set to one line per failed check ('\n' between):
+ * "FILE:LINE: key 'K': reason" for a key the config file set, "FILE: key
+ * 'K' in [S] (or --flag): reason" for one it lacks, "--flag: reason"
+ * without a file or for a flag.
+ */
 int tt_config_check(const struct tt_config *c, char *err, size_t errlen);
 
 /* --help text, generated from the option table */

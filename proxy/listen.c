@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -172,4 +173,25 @@ void tt_listen_refuse(struct tt_linger *lg, evutil_socket_t fd, int plain,
     /* the client may be sending its request: a plain close would answer
      * that with a reset, which can destroy the 503 before it is read */
     tt_linger_close(lg, fd);
+}
+
+int tt_listen_addr_taken(const struct sockaddr *sa, unsigned salen)
+{
+    int one = 1, fd, rc, e;
+
+    if ((sa->sa_family == AF_INET && ((const struct sockaddr_in *)sa)->sin_port == 0) ||
+        (sa->sa_family == AF_INET6 && ((const struct sockaddr_in6 *)sa)->sin6_port == 0))
+        return 0;               /* port 0: the kernel picks a free one */
+    fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    /* as the real listener (dual-stack as it is); TIME_WAIT no conflict */
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    rc = bind(fd, sa, (socklen_t)salen);
+    e = errno;
+    close(fd);
+    if (rc == 0)
+        return 0;
+    errno = e;
+    return e == EADDRINUSE ? 1 : -1;
 }

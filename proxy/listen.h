@@ -48,4 +48,19 @@ void tt_listen_guard_free(struct tt_listen_guard *g);
 void tt_listen_refuse(struct tt_linger *lg, evutil_socket_t fd, int plain,
                       const char *msg);
 
+/*
+ * Does another socket already hold <sa> (a port > 0)?  A throwaway
+ * socket binds it with SO_REUSEADDR but without SO_REUSEPORT: the kernel
+ * refuses that with EADDRINUSE exactly when a socket is bound (listening)
+ * there, while a connection in TIME_WAIT does not count.  It asks the
+ * kernel the question the real bind would, so it sees IPv4 and IPv6,
+ * wildcard and specific addresses alike, unlike a scan of
+ * /proc/net/tcp{,6}.  The socket never listens and is closed at once.
+ * Called before the first of tokentap's own SO_REUSEPORT listeners is
+ * bound, so --workers N never sees itself.  Returns 1 taken, 0 free (or
+ * port 0), -1 when the probe itself failed (errno set).
+ */
+struct sockaddr;
+int tt_listen_addr_taken(const struct sockaddr *sa, unsigned salen);
+
 #endif

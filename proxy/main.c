@@ -17,10 +17,21 @@
 
 #include "metrics/report.h"
 
+/* every line of <err> (the config's errors, one a line) after "tokentap: " */
+static void print_errors(const char *err)
+{
+    while (*err) {
+        size_t n = strcspn(err, "\n");
+        fprintf(stderr, "tokentap: %.*s\n", (int)n, err);
+        err += n + (err[n] == '\n');
+    }
+}
+
+/* every error of the file, then every failed check; exit 2 on any */
 static int check_config(int argc, char **argv)
 {
     struct tt_config cfg;
-    char err[1024];
+    static char err[65536];
 
     if (argc != 2) {
         fprintf(stderr, "usage: tokentap check-config FILE\n");
@@ -28,12 +39,12 @@ static int check_config(int argc, char **argv)
     }
     tt_config_defaults(&cfg);
     if (tt_config_load(&cfg, argv[1], err, sizeof(err)) < 0) {
-        fprintf(stderr, "tokentap: %s\n", err);
-        return 1;
+        print_errors(err);
+        return 2;
     }
     if (tt_config_check(&cfg, err, sizeof(err)) < 0) {
-        fprintf(stderr, "tokentap: %s: %s\n", argv[1], err);
-        return 1;
+        print_errors(err);
+        return 2;
     }
     tt_config_dump(&cfg, stdout);
     fprintf(stderr, "tokentap: %s: configuration OK\n", argv[1]);
@@ -43,7 +54,7 @@ static int check_config(int argc, char **argv)
 int main(int argc, char **argv)
 {
     struct tt_config cfg;
-    char err[1024];
+    static char err[65536];
     int rc;
 
     if (argc > 1 && strcmp(argv[1], "check-config") == 0)
@@ -60,7 +71,7 @@ int main(int argc, char **argv)
     if (rc > 0)
         return 0;
     if (rc < 0 || tt_config_check(&cfg, err, sizeof(err)) < 0) {
-        fprintf(stderr, "tokentap: %s\n", err);
+        print_errors(err);
         return 2;
     }
     return tt_server_run(&cfg, argc - 1, argv + 1);

@@ -210,9 +210,9 @@ int tt_man_tokentap(FILE *out)
           ".SS tokentap check\\-config FILE\n"
           "Reads \\fIFILE\\fR as the proxy would, checks every key and the\n"
           "rules across keys, prints the effective configuration (every key\n"
-          "with its value) on standard output and exits 0; on an error it\n"
-          "prints \\fIFILE\\fR:\\fILINE\\fR: key '\\fIK\\fR': reason and\n"
-          "exits 1.\n"
+          "with its value) on standard output and exits 0; otherwise it\n"
+          "prints every error, one line each,\n"
+          "\\fIFILE\\fR:\\fILINE\\fR: key '\\fIK\\fR': reason, and exits 2.\n"
           ".SS tokentap report RECORDS.jsonl ...\n", out);
     report = capture(tt_report_usage);
     if (report != NULL)

@@ -287,6 +287,14 @@ static int worker_listen(struct tt_server *srv, struct tt_worker *w)
             tt_log_error("--listen: %s", err);
             return -1;
         }
+        /* SO_REUSEPORT lets a second process on the address take a share
+         * of the connections (how an upgrade hands over): say so when the
+         * address is taken before the first of our own listeners */
+        if (w->id == 0 && tt_listen_addr_taken((struct sockaddr *)&ss, (unsigned)sslen) == 1)
+            tt_log_warn("another socket already listens on %s; with SO_REUSEPORT the "
+                        "kernel will share its connections with this tokentap (right "
+                        "for an upgrade, else check for a second instance)",
+                        srv->cfg.listen);
         w->listener = evconnlistener_new_bind(w->base, on_accept, w, flags, 1024,
                                               (struct sockaddr *)&ss, (int)sslen);
         if (w->listener == NULL) {

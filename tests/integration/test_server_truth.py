@@ -192,7 +192,7 @@ def llama_error_upstream(sock, req, fake):
 
 def test_upstream_error_type_kept_and_report_groups(t):
     """llama.cpp's exceed_context_size_error is the record's error type; the
-    report lists errors by type and cancelled requests apart"""
+    report lists errors by type, a cancelled request among them (499)"""
     up = harness.FakeUpstream(t, llama_error_upstream)
     px = t.proxy(up.url)
     r = px.post("/v1/chat/completions", harness.chat_body({}, stream=True))
@@ -215,8 +215,13 @@ def test_upstream_error_type_kept_and_report_groups(t):
             f.write(json.dumps(x) + "\n")
     p = report(t, path)
     out = p.stdout
-    t.check("3 records (1 ok, 1 errors, 1 cancelled)" in out, f"header: {out[:300]!r}")
-    t.check("Cancelled: 1" in out, "cancelled shown apart")
+    # a cancellation is an error (code 499, as AIPerf records it): the
+    # header, the Error Request Count and the rows by type agree
+    t.check("3 records (1 ok, 2 errors incl. 1 cancelled)" in out, f"header: {out[:300]!r}")
+    t.check("Cancelled: 1 of the 2 errors" in out, "cancelled named among the errors")
     t.check("exceed_context_size_error" in out, "the error listed by its type")
-    rows = [ln for ln in out.splitlines() if ln.strip().startswith("cancelled")]
-    t.eq(rows, [], "cancelled is not an error type row")
+    rows = [ln for ln in out.splitlines() if ln.strip("\u2502 ").startswith("cancelled")]
+    t.eq(len(rows), 1, "cancelled is an error type row")
+    t.check("499" in rows[0], f"with code 499: {rows!r}")
+    cnt = next(ln for ln in out.splitlines() if "Error Request Count" in ln)
+    t.eq(cnt.strip("\u2502 ").split()[-1], "2", "Error Request Count")

@@ -55,13 +55,27 @@ static int load(struct tt_config *c, const char *text)
     return tt_config_load(c, path, err, sizeof(err));
 }
 
-/* the file <text> fails with "PATH:<line>: <reason>" */
+/* the values of a config, not where they came from (tt_config_src) */
+#define CFG_VALUES offsetof(struct tt_config, src)
+
+/* the file <text> fails with "PATH:<line>: <reason>"; further errors in
+ * <reason> (after '\n') say PATH for the file's name */
 static void load_err(const char *text, int line, const char *reason)
 {
     struct tt_config c;
+    size_t o;
 
     assert_int_equal(load(&c, text), -1);
-    snprintf(want, sizeof(want), "%s:%d: %s", path, line, reason);
+    o = (size_t)snprintf(want, sizeof(want), "%s:%d: ", path, line);
+    for (const char *p = reason; *p && o + 1 < sizeof(want); p++) {
+        if (strncmp(p, "PATH:", 5) == 0) {
+            o += (size_t)snprintf(want + o, sizeof(want) - o, "%s", path);
+            p += 3;
+            continue;
+        }
+        want[o++] = *p;
+    }
+    want[o < sizeof(want) ? o : sizeof(want) - 1] = '\0';
     assert_string_equal(err, want);
 }
 
@@ -321,7 +335,8 @@ static void test_structure_errors(void **state)
     load_err("[proxy]\nworkers 2\n", 2,
              "syntax error, expected 'key = value', '[section]' or a comment");
     load_err("[proxy\nworkers = 2\n", 1,
-             "syntax error, expected 'key = value', '[section]' or a comment");
+             "syntax error, expected 'key = value', '[section]' or a comment\n"
+             "PATH:2: key 'workers': outside any [section]");
     load_err("[proxy]\nworkers = 2\n[proxy]\nworkers = 2\n", 4,
              "key 'workers': duplicate (first set on line 2)");
 
@@ -330,9 +345,10 @@ static void test_structure_errors(void **state)
     strcpy(longline + sizeof(longline) - 2, "\n");
     load_err(longline, 2, "line too long (max 4096 bytes)");
 
-    /* a syntax error before a bad value is the one reported */
+    /* every error is reported, in file order, each with its line */
     load_err("[proxy]\nnonsense\nworkers = 0\n", 2,
-             "syntax error, expected 'key = value', '[section]' or a comment");
+             "syntax error, expected 'key = value', '[section]' or a comment\n"
+             "PATH:3: key 'workers': 0 out of range (1..256)");
 
     {
         struct tt_config c;
@@ -382,7 +398,7 @@ static void test_model_slo_sections(void **state)
     load_err("[slo.m]\nfoo = 1\n", 2,
              "key 'foo': unknown key in section [slo.m] (only goodput)");
     load_err("[slo.m]\ngoodput = ttft:x\n", 2,
-             "key 'goodput': 'ttft:x': value is not a number");
+             "key 'goodput': 'ttft:x': value is not a number or a duration (500, 500ms, 0.5s)");
     load_err("[slo.m]\ngoodput = ttft:1\n[slo.n]\ngoodput = ttft:1\n"
              "[slo.m]\ngoodput = ttft:2\n", 6,
              "key 'goodput': duplicate in [slo.m] (first set on line 2)");
@@ -515,6 +531,33 @@ static void test_args_override_file(void **state)
     assert_string_equal(err, want);
 }
 
+/* a file's errors are all listed, each with its line and key; a missing
+ * upstream then names the file and the [upstream] key */
+static void test_every_error_and_the_file_named(void **state)
+{
+    struct tt_config c;
+    char line[3][256];
+
+    (void)state;
+    assert_int_equal(load(&c, "[proxy]\nworkers = 0\nbogus = 1\n[limits]\n"
+                          "head_timeout = 10\n"), -1);
+    snprintf(line[0], sizeof(line[0]), "%s:2: key 'workers': ", path);
+    snprintf(line[1], sizeof(line[1]), "\n%s:3: key 'bogus': ", path);
+    snprintf(line[2], sizeof(line[2]), "\n%s:5: key 'head_timeout': ", path);
+    assert_true(strncmp(err, line[0], strlen(line[0])) == 0);
+    assert_non_null(strstr(err, line[1]));
+    assert_non_null(strstr(err, line[2]));
+    assert_null(strstr(strstr(err, line[2]) + 1, "\n"));    /* three lines */
+
+    assert_int_equal(load(&c, "[proxy]\nworkers = 2\n[tls]\ntls_cert = c.pem\n"), 0);
+    assert_int_equal(tt_config_check(&c, err, sizeof(err)), -1);
+    snprintf(want, sizeof(want), "%s: key 'upstream' in [upstream] (or --upstream): "
+             "required (the model server's URL, e.g. http://127.0.0.1:8000)\n"
+             "%s: key 'tls_key' in [tls] (or --tls-key): required with tls_cert",
+             path, path);
+    assert_string_equal(err, want);
+}
+
 static void test_check(void **state)
 {
     struct tt_config c;
@@ -553,7 +596,9 @@ static void test_check(void **state)
     assert_int_equal(tt_config_check(&c, err, sizeof(err)), 0);
     strcpy(c.upstream, "http://127.0.0.1:8000");
     assert_int_equal(tt_config_check(&c, err, sizeof(err)), -1);
-    assert_string_equal(err, "--upstream-cert: needs an https:// upstream");
+    assert_string_equal(err, "--upstream-cert: needs an https:// upstream\n"
+                        "--upstream-key: needs an https:// upstream\n"
+                        "--upstream-insecure: needs an https:// upstream");
     strcpy(c.upstream, "https://127.0.0.1:8443");
 
     strcpy(c.admin, c.listen);
@@ -601,12 +646,16 @@ static void test_reference_file(void **state)
         fail_msg("cannot read %s (run from the top of the tree or set "
                  "TT_SRCDIR)", conf);
 
-    /* it parses, and to the defaults */
+    /* it parses, to the defaults and a working upstream, and passes the
+     * checks (tokentap check-config conf/tokentap.conf) */
     tt_config_defaults(&c);
     if (tt_config_load(&c, conf, err, sizeof(err)) != 0)
         fail_msg("%s", err);
     tt_config_defaults(&d);
-    assert_memory_equal(&c, &d, sizeof(c));
+    strcpy(d.upstream, TT_CONFIG_REFERENCE_UPSTREAM);
+    assert_memory_equal(&c, &d, CFG_VALUES);
+    if (tt_config_check(&c, err, sizeof(err)) != 0)
+        fail_msg("the reference config fails the checks: %s", err);
 
     /* it is what the table generates */
     f = tmpfile();
@@ -678,7 +727,7 @@ static void test_dump_roundtrip(void **state)
     assert_non_null(strstr(text, "\nupstream_ca =\n"));
     assert_non_null(strstr(text, "\n[slo.m]\ngoodput = e2el:5\n"));
     assert_int_equal(load(&d, text), 0);
-    assert_memory_equal(&c, &d, sizeof(c));
+    assert_memory_equal(&c, &d, CFG_VALUES);
     free(text);
 }
 
@@ -701,7 +750,7 @@ static char *dump_reload(const struct tt_config *c)
     fclose(f);
     if (load(&d, text) != 0)
         fail_msg("dump does not reload: %s\n%s", err, text);
-    assert_memory_equal(c, &d, sizeof(*c));
+    assert_memory_equal(c, &d, CFG_VALUES);
     return text;
 }
 
@@ -896,6 +945,7 @@ int main(void)
         cmocka_unit_test_teardown(test_args, teardown),
         cmocka_unit_test_teardown(test_args_errors, teardown),
         cmocka_unit_test_teardown(test_args_override_file, teardown),
+        cmocka_unit_test_teardown(test_every_error_and_the_file_named, teardown),
         cmocka_unit_test_teardown(test_check, teardown),
         cmocka_unit_test_teardown(test_reference_file, teardown),
         cmocka_unit_test_teardown(test_dump_roundtrip, teardown),

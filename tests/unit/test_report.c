@@ -205,7 +205,7 @@ static void test_set_records(void **state)
     assert_int_equal(s.malformed, 1);
     assert_int_equal(s.records, 3);
     assert_int_equal(s.valid, 1);
-    assert_int_equal(s.errors, 1);         /* the cancelled one is apart */
+    assert_int_equal(s.errors, 2);         /* the cancelled one included (499) */
     assert_int_equal(s.cancelled, 1);
     assert_int_equal(s.judged, 1);
     assert_int_equal(s.good, 1);
@@ -222,9 +222,15 @@ static void test_set_records(void **state)
     tt_rset_summary(&s, TT_M__COUNT, &sum);
     assert_int_equal(sum.count, 3);
     NEAR(sum.pct[4], 2.0, 1e-9);
-    assert_int_equal(s.errtypes.n, 1);
+    assert_int_equal(s.errtypes.n, 2);
     assert_string_equal(s.errtypes.e[0].name, "upstream_reset");
+    assert_string_equal(s.errtypes.e[1].name, "cancelled");   /* an error of its own type */
+    assert_int_equal(s.errtypes.e[1].code, 499);
     assert_int_equal(s.sources.n, 1);          /* valid records only */
+    /* every record's upstream, before the filters: (none) for all three */
+    assert_int_equal(s.upstreams.n, 1);
+    assert_string_equal(s.upstreams.e[0].name, "(none)");
+    assert_int_equal(s.upstreams.e[0].count, 3);
     assert_int_equal(s.nrows, 3);
     assert_true(s.rows[0].id == tt_rpt_id_hash("a"));
     tt_rset_free(&s);

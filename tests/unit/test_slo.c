@@ -103,6 +103,36 @@ static void test_parse_every_tag(void **state)
     assert_string_equal(tt_metric_unit[TT_M_OSL], "tokens");
 }
 
+/* the hint of a time metric's value that is not a number */
+#define ND " or a duration (500, 500ms, 0.5s)"
+
+/* a time limit takes the config's duration units; a bare number is ms */
+static void test_parse_duration_units(void **state)
+{
+    struct tt_slo slo;
+    (void)state;
+    parse_ok("ttft:500ms itl:0.5s e2el:2m ttfo:1500us output_token_throughput_per_user:20 input_sequence_length:100", &slo);
+    assert_int_equal(slo.n, 6);
+    assert_int_equal(slo.c[0].metric, TT_M_TTFT);
+    assert_true(slo.c[0].limit == 500);
+    assert_int_equal(slo.c[1].metric, TT_M_ITL);
+    assert_true(slo.c[1].limit == 500);
+    assert_int_equal(slo.c[2].metric, TT_M_REQUEST_LATENCY);
+    assert_true(slo.c[2].limit == 120000);
+    assert_int_equal(slo.c[3].metric, TT_M_TTFO);
+    assert_true(fabs(slo.c[3].limit - 1.5) < 1e-12);
+    assert_true(slo.c[4].limit == 20);          /* throughput: plain */
+    assert_true(slo.c[5].limit == 100);
+    parse_ok("ttft:500 itl:1e3ms", &slo);       /* bare: ms */
+    assert_true(slo.c[0].limit == 500);
+    assert_true(slo.c[1].limit == 1000);
+    /* the same units as the config's durations */
+    assert_true(tt_duration_unit_ms("s", 1) == 1000);
+    assert_true(tt_duration_unit_ms("ms", 2) == 1);
+    assert_true(tt_duration_unit_ms("us", 2) == 0.001);
+    assert_true(tt_duration_unit_ms("h", 1) == 0);
+}
+
 static void test_parse_errors(void **state)
 {
     (void)state;
@@ -120,15 +150,22 @@ static void test_parse_errors(void **state)
     }
     parse_err("ttft:-5", "goodput: 'ttft:-5': negative value");
     parse_err("itl:-0.5", "goodput: 'itl:-0.5': negative value");
-    parse_err("ttft:abc", "goodput: 'ttft:abc': value is not a number");
-    parse_err("ttft:5ms", "goodput: 'ttft:5ms': value is not a number");
-    parse_err("ttft:0x10", "goodput: 'ttft:0x10': value is not a number");
-    parse_err("ttft:inf", "goodput: 'ttft:inf': value is not a number");
-    parse_err("ttft:nan", "goodput: 'ttft:nan': value is not a number");
-    parse_err("ttft:+5", "goodput: 'ttft:+5': value is not a number");
-    parse_err("ttft:1e", "goodput: 'ttft:1e': value is not a number");
-    parse_err("ttft:.", "goodput: 'ttft:.': value is not a number");
-    parse_err("ttft:1:2", "goodput: 'ttft:1:2': value is not a number");
+    parse_err("ttft:abc", "goodput: 'ttft:abc': value is not a number" ND);
+    parse_err("ttft:5parsecs", "goodput: 'ttft:5parsecs': value is not a number" ND);
+    parse_err("ttft:ms", "goodput: 'ttft:ms': value is not a number" ND);
+    parse_err("output_token_throughput_per_user:5s",
+              "goodput: 'output_token_throughput_per_user:5s': "
+              "output_token_throughput_per_user is in tokens/sec/user: a plain number, no unit");
+    parse_err("input_sequence_length:5ms", "goodput: 'input_sequence_length:5ms': input_sequence_length is in tokens: "
+              "a plain number, no unit");
+    parse_err("input_sequence_length:x", "goodput: 'input_sequence_length:x': value is not a number");
+    parse_err("ttft:0x10", "goodput: 'ttft:0x10': value is not a number" ND);
+    parse_err("ttft:inf", "goodput: 'ttft:inf': value is not a number" ND);
+    parse_err("ttft:nan", "goodput: 'ttft:nan': value is not a number" ND);
+    parse_err("ttft:+5", "goodput: 'ttft:+5': value is not a number" ND);
+    parse_err("ttft:1e", "goodput: 'ttft:1e': value is not a number" ND);
+    parse_err("ttft:.", "goodput: 'ttft:.': value is not a number" ND);
+    parse_err("ttft:1:2", "goodput: 'ttft:1:2': value is not a number" ND);
     parse_err("ttft:1e999", "goodput: 'ttft:1e999': value out of range");
     parse_err("ttft", "goodput: 'ttft': missing value (expected TAG:VALUE)");
     parse_err("ttft:", "goodput: 'ttft:': missing value (expected TAG:VALUE)");
@@ -150,7 +187,7 @@ static void test_parse_errors(void **state)
               "goodput: duplicate metric 'request_latency' ('e2el:1' and "
               "'request_latency:2')");
     /* an error anywhere fails the whole spec */
-    parse_err("ttft:1 itl:x", "goodput: 'itl:x': value is not a number");
+    parse_err("ttft:1 itl:x", "goodput: 'itl:x': value is not a number" ND);
 }
 
 static void test_format_roundtrip(void **state)
@@ -329,7 +366,7 @@ static void test_slo_set(void **state)
                                     sizeof(err)), -1);
     assert_string_equal(err, "goodput: model 'org/big' already has an SLO");
     assert_int_equal(tt_slo_set_add(&set, "m", "ttft:x", err, sizeof(err)), -1);
-    assert_string_equal(err, "goodput: 'ttft:x': value is not a number");
+    assert_string_equal(err, "goodput: 'ttft:x': value is not a number" ND);
     memset(longname, 'a', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';
     assert_int_equal(tt_slo_set_add(&set, longname, "ttft:1", err,
@@ -354,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_parse_aliases),
         cmocka_unit_test(test_parse_every_tag),
         cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_duration_units),
         cmocka_unit_test(test_format_roundtrip),
         cmocka_unit_test(test_judge_inclusive),
         cmocka_unit_test(test_judge_throughput_ge),
