@@ -138,7 +138,9 @@ test: deps
 check: all $(UNIT_BIN)
 	@TT_SAN=0 sh tests/run.sh
 
-# make demo DEMO_HOLD=60: keep traffic flowing for 60 s to watch /dashboard
+# make demo DEMO_HOLD=60: keep tokentap up, traffic flowing, for 60 s to watch
+# /dashboard (its address is printed while live); without it the demo ends
+# at once and says so (CI runs plain `make demo` and waits for it)
 demo: all
 	@DEMO_HOLD=$(DEMO_HOLD) sh scripts/demo.sh $(BUILD)
 
