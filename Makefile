@@ -180,6 +180,8 @@ install: all
 	install -m 0644 conf/prometheus/*.yml $(DESTDIR)$(PREFIX)/share/tokentap/prometheus/
 	install -d $(DESTDIR)$(PREFIX)/share/tokentap/postgres
 	install -m 0644 conf/postgres/tokentap.sql $(DESTDIR)$(PREFIX)/share/tokentap/postgres/
+	install -d $(DESTDIR)$(PREFIX)/share/tokentap/grafana
+	install -m 0644 conf/grafana/tokentap.json $(DESTDIR)$(PREFIX)/share/tokentap/grafana/
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/tokentap/
 
 # the Debian package, ../tokentap_VERSION_ARCH.deb (debian/; needs
