@@ -138,7 +138,9 @@ test: deps
 check: all $(UNIT_BIN)
 	@TT_SAN=0 sh tests/run.sh
 
-# make demo DEMO_HOLD=60: keep traffic flowing for 60 s to watch /dashboard
+# make demo DEMO_HOLD=60: keep tokentap up, traffic flowing, for 60 s to watch
+# /dashboard (its address is printed while live); without it the demo ends
+# at once and says so (CI runs plain `make demo` and waits for it)
 demo: all
 	@DEMO_HOLD=$(DEMO_HOLD) sh scripts/demo.sh $(BUILD)
 
@@ -178,6 +180,8 @@ install: all
 	install -m 0644 conf/prometheus/*.yml $(DESTDIR)$(PREFIX)/share/tokentap/prometheus/
 	install -d $(DESTDIR)$(PREFIX)/share/tokentap/postgres
 	install -m 0644 conf/postgres/tokentap.sql $(DESTDIR)$(PREFIX)/share/tokentap/postgres/
+	install -d $(DESTDIR)$(PREFIX)/share/tokentap/grafana
+	install -m 0644 conf/grafana/tokentap.json $(DESTDIR)$(PREFIX)/share/tokentap/grafana/
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/tokentap/
 
 # the Debian package, ../tokentap_VERSION_ARCH.deb (debian/; needs

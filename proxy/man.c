@@ -59,9 +59,26 @@ void tt_man_header(FILE *out, const char *name, const char *version,
     fputc('\n', out);
 }
 
+/*
+ * --help's own entry says "this text" in --help, where that is the text
+ * being read; on a man page it is not, so the page says what it does
+ */
+static const char *help_entry(const char *help, size_t *n)
+{
+    static const char said[] = "print the usage and the option summary, and exit";
+
+    if (*n == 9 && strncmp(help, "this text", 9) == 0) {
+        *n = sizeof(said) - 1;
+        return said;
+    }
+    return help;
+}
+
 void tt_man_option(FILE *out, const char *flag, const char *arg,
                    const char *help)
 {
+    size_t n = strlen(help);
+
     fputs(".TP\n\\fB", out);
     tt_man_text(out, flag);
     fputs("\\fR", out);
@@ -71,7 +88,8 @@ void tt_man_option(FILE *out, const char *flag, const char *arg,
         fputs("\\fR", out);
     }
     fputc('\n', out);
-    tt_man_text(out, help);
+    help = help_entry(help, &n);
+    text_n(out, help, n, 1);
     fputc('\n', out);
 }
 
@@ -132,7 +150,9 @@ void tt_man_from_help(FILE *out, const char *help)
             text_n(out, p + ind, head - ind, 0);
             fputs("\\fR\n", out);
             if (h < n) {
-                text_n(out, p + h, n - h, 1);
+                size_t hn = n - h;
+                const char *ht = help_entry(p + h, &hn);
+                text_n(out, ht, hn, 1);
                 fputc('\n', out);
             }
             in_item = 1;
@@ -218,7 +238,49 @@ int tt_man_tokentap(FILE *out)
     if (report != NULL)
         tt_man_from_help(out, report);
     free(report);
-    fputs(".SH SIGNALS\n"
+    fputs(".SH EXAMPLES\n"
+          "Record the traffic of clients to a model server on port 8000 (vLLM,\n"
+          "llama.cpp, ...), judging each request against two SLOs; clients\n"
+          "then use port 8080 instead of 8000:\n"
+          ".PP\n.RS\n.nf\n"
+          "tokentap \\-\\-listen 0.0.0.0:8080 \\-\\-upstream http://127.0.0.1:8000 \\e\n"
+          "    \\-\\-record records.jsonl \\-\\-goodput \"ttft:500 itl:50\"\n"
+          ".fi\n.RE\n.PP\n"
+          "Watch it live, on the admin listener (loopback by default):\n"
+          ".PP\n.RS\n.nf\n"
+          "curl \\-s http://127.0.0.1:9464/metrics | grep \'^tokentap_slo_attainment\'\n"
+          "curl \\-s http://127.0.0.1:9464/stats\n"
+          ".fi\n.RE\n.PP\n"
+          "and open http://127.0.0.1:9464/dashboard in a browser.\n"
+          ".PP\n"
+          "Also send every request to a candidate server on port 8001 (shadow\n"
+          "traffic: recorded and compared, never seen by the client):\n"
+          ".PP\n.RS\n.nf\n"
+          "tokentap \\-\\-upstream http://127.0.0.1:8000 \\e\n"
+          "    \\-\\-shadow candidate=http://127.0.0.1:8001 \\-\\-record records.jsonl\n"
+          ".fi\n.RE\n.PP\n"
+          "Summarise the records: all of them, then re-judged against other\n"
+          "SLOs in 5-minute slices, then the candidate against the primary,\n"
+          "request by request:\n"
+          ".PP\n.RS\n.nf\n"
+          "tokentap report records.jsonl\n"
+          "tokentap report records.jsonl \\-\\-goodput \"ttft:300 itl:40\" \\-\\-slice\\-duration 5m\n"
+          "tokentap report records.jsonl \\-\\-compare\\-upstreams primary,candidate\n"
+          ".fi\n.RE\n.PP\n"
+          "Check a configuration file before reloading with it:\n"
+          ".PP\n.RS\n.nf\n"
+          "tokentap check\\-config /etc/tokentap/tokentap.conf && systemctl reload tokentap\n"
+          ".fi\n.RE\n.PP\n"
+          "Try it without a model server, in front of the simulator\n"
+          "(\\fBtokentap\\-sim\\fR(1)):\n"
+          ".PP\n.RS\n.nf\n"
+          "tokentap\\-sim \\-\\-listen 127.0.0.1:8000 &\n"
+          "tokentap \\-\\-upstream http://127.0.0.1:8000 \\-\\-record records.jsonl &\n"
+          "curl \\-sN http://127.0.0.1:8080/v1/chat/completions \\e\n"
+          "    \\-H \'Content\\-Type: application/json\' \\e\n"
+          "    \\-d \'{\"model\":\"m\",\"stream\":true,\"sim\":{\"tokens\":5}}\'\n"
+          ".fi\n.RE\n"
+          ".SH SIGNALS\n"
           ".TP\n.B SIGTERM\\fR, \\fBSIGINT\n"
           "Stop accepting, finish the responses in flight (at most\n"
           "\\fBdrain_timeout\\fR), flush the records, exit 0.\n"

@@ -128,11 +128,18 @@ if "$BUILD/tokentap" report "$work/records.jsonl" --compare-upstreams primary,ca
     sed -n '/^Paired comparison/,/^└/p' "$work/compare.txt" | sed 's/^/   /'
     echo
 fi
-echo "== live dashboard: http://127.0.0.1:$admin/dashboard"
+# The dashboard is served by tokentap's admin listener, so its link is only
+# worth printing while tokentap runs: with DEMO_HOLD=N it does (for N s,
+# traffic flowing); without, the demo ends here and says how to see it.
 hold=${DEMO_HOLD:-0}
-if [ "$hold" -gt 0 ] 2>/dev/null; then
-    echo "== keeping traffic flowing for $hold s (open the dashboard now)"
+case $hold in
+    ''|*[!0-9]*) echo "demo: DEMO_HOLD=$hold is not a number of seconds; not holding" >&2; hold=0 ;;
+esac
+if [ "$hold" -gt 0 ]; then
     end=$(($(date +%s) + hold)) i=0
+    echo "== live dashboard, up for $hold s (until $(date -d "@$end" +%H:%M:%S 2>/dev/null || echo "$hold s from now"))"
+    echo "   with traffic flowing; Ctrl-C ends the demo sooner (the link then stops answering):"
+    echo "   http://127.0.0.1:$admin/dashboard"
     while [ "$(date +%s)" -lt "$end" ]; do
         i=$((i + 1)) m=demo-chat r=0
         [ $((i % 3)) = 0 ] && m=demo-reasoner r=$((i % 7 + 2))
@@ -141,6 +148,11 @@ if [ "$hold" -gt 0 ] 2>/dev/null; then
           \"sim\":{\"ttft_ms\":$((40 + i * 37 % 400)),\"reasoning_tokens\":$r,\"tokens\":$((5 + i * 13 % 60)),
           \"gap_ms\":$((8 + i % 5 * 6)),\"prompt_tokens\":$((20 + i * 71 % 3000))$st}}" >/dev/null
     done
+else
+    echo "== the live dashboard is served by tokentap, which the demo stops now. To watch it:"
+    echo "      make demo DEMO_HOLD=60"
+    echo "   keeps tokentap up for 60 s with traffic flowing and prints the dashboard's"
+    echo "   address while it is live (Ctrl-C ends it sooner)."
 fi
 kill -TERM "$tt_pid"; wait "$tt_pid" 2>/dev/null && echo "== tokentap drained and exited 0"
 tt_pid=""

@@ -16,7 +16,9 @@
  * piece into the bufferevent only when the previous one has been written to
  * the socket (write callback at low watermark 0), so every piece is its own
  * send().  A peer that closes (EOF or error) while a response is in progress
- * counts as "aborted" in /stats.
+ * counts as "aborted" in /stats; EOF includes a half-close (shutdown(SHUT_WR)),
+ * counted when it is read, and the connection is closed then (reading stays
+ * enabled while busy, so the EOF is seen at once).
  */
 #include <errno.h>
 #include <netinet/in.h>

@@ -61,6 +61,7 @@ static int usage(FILE *f)
     fprintf(f,
 "usage: tokentap-sim --listen HOST:PORT [--ready-file FILE]\n"
 "                    [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--log]\n"
+"                    [--latency-scale F]\n"
 "\n"
 "A simulated LLM server for tests, the demo and benchmarks.  Serves the\n"
 "OpenAI (chat, completions, responses), Anthropic, Gemini, Ollama and TGI\n"
@@ -104,7 +105,8 @@ static int man_page(FILE *out)
     fputs(".SH SYNOPSIS\n.B tokentap-sim\n\\fB\\-\\-listen\\fR \\fIHOST:PORT\\fR "
           "[\\fB\\-\\-tls\\-cert\\fR \\fIFILE\\fR \\fB\\-\\-tls\\-key\\fR "
           "\\fIFILE\\fR [\\fB\\-\\-tls\\-client\\-ca\\fR \\fIFILE\\fR]] "
-          "[\\fB\\-\\-log\\fR]\n.SH DESCRIPTION\n", out);
+          "[\\fB\\-\\-log\\fR] [\\fB\\-\\-latency\\-scale\\fR \\fIF\\fR]\n"
+          ".SH DESCRIPTION\n", out);
     tt_man_from_help(out, help);
     free(help);
     fputs(".SH SEE ALSO\n.BR tokentap (1);\n"

@@ -208,6 +208,146 @@ def check_values(t, b, windows_of):
         t.eq(got.get(k), {v}, f"page value {k}")
 
 
+# the paired comparison's formatting (proxy/dashboard.html fmtSigned,
+# fmtSignedPct, verdict), mirrored
+def fmt_amount(a, unit):
+    if unit == "ms":
+        return fmt_ms(a)
+    txt = str(int(a)) if float(a).is_integer() else js_fixed(a, 0) if a >= 100 else js_fixed(a, 1)
+    return txt + (" " + unit if unit else "")
+
+
+def fmt_signed(v, unit):
+    if v is None:
+        return "–"
+    if v == 0:
+        return fmt_amount(0, unit)
+    return ("+" if v > 0 else "−") + fmt_amount(abs(v), unit)
+
+
+def fmt_signed_pct(x):
+    t = js_fixed(abs(x) * 100, 1)
+    return ("" if float(t) == 0 else "+" if x > 0 else "−") + t + "%"
+
+
+def better_way(tag, unit):
+    if "throughput" in tag or "per_second" in tag or "/s" in unit:
+        return 1
+    if unit == "ms" or "latency" in tag or "time_to" in tag:
+        return -1
+    return 0
+
+
+def verdict(tag, d):
+    """(words, row class): coloured only when the interval excludes 0"""
+    if "ci95_low" not in d:
+        return "too few pairs for an interval", "dim"
+    if d["ci95_low"] <= 0 <= d["ci95_high"]:
+        return "no clear difference", "dim"
+    up, way = d["ci95_low"] > 0, better_way(tag, d["unit"])
+    if way == 0:
+        return ("more" if up else "fewer"), ""
+    better = up == (way > 0)
+    word = ("faster" if better else "slower") if way < 0 else ("higher" if better else "lower")
+    return word, "good" if better else "bad"
+
+
+def check_comparison(t, b, name, stats, win):
+    """the shadow's comparison, as people read a paired comparison: for the
+    window chosen at the top, one row per metric with the median
+    difference, its 95 % interval, the change relative to the primary's
+    p50 and a colour by direction; fractions as percentages; no raw keys"""
+    cw_name = win if win in ("1m", "5m", "1h") else "1h"
+    cw = stats["comparisons"][name]["windows"][cw_name]
+    card = f".up[data-upstream=\"{name}\"]"
+    t.eq(b.eval(f"document.querySelectorAll('{card} table.cmp').length"), 1,
+         f"one comparison table on {name}'s column (window {win})")
+    t.eq(b.eval(f"document.querySelector('{card} h3[data-cmp-window]').dataset.cmpWindow"), cw_name,
+         f"the comparison follows the window selector ({win})")
+    text = b.eval("document.body.innerText")
+    for raw in ("ci95_low", "ci95_high", "difference.", "shadow_error_fraction",
+                "finish_reason_agreement", "shadow_dropped_fraction"):
+        t.check(raw not in text, f"raw /stats key {raw!r} shown on the page")
+    got = shown_values(b)
+    k = f"{name}|{cw_name}|cmp."
+    want = {k + "pairs": str(cw["pairs"]), k + "both_ok": str(cw["both_ok"])}
+    for f in ("finish_reason_agreement", "shadow_error_fraction", "shadow_dropped_fraction"):
+        want[k + f] = fmt_pct(cw[f])
+        t.check(want[k + f].endswith("%") or cw[f] is None, f"{f} as a percentage")
+    primary = stats.get("upstreams", {}).get("primary", {"windows": stats["windows"]})
+    pm = primary["windows"][cw_name]["metrics"]
+    rows = b.eval(f"[...document.querySelectorAll('{card} table.cmp tr[data-metric]')]"
+                  ".map(r => [r.dataset.metric, r.className, r.cells[0].textContent])")
+    tags = [tag for tag, d in cw["difference"].items() if d["count"]]
+    t.eq([r[0] for r in rows], tags, "one comparison row per metric with pairs")
+    t.check(len(rows) >= 1, "the comparison has rows")
+    for (tag, cls, label), d in zip(rows, (cw["difference"][x] for x in tags)):
+        t.check("_" not in label, f"metric shown by a readable name: {label!r}")
+        want[k + tag + ".median"] = fmt_signed(d["median"], d["unit"])
+        want[k + tag + ".interval"] = "–" if "ci95_low" not in d else \
+            fmt_signed(d["ci95_low"], d["unit"]) + " … " + fmt_signed(d["ci95_high"], d["unit"])
+        base = (pm.get(tag) or {}).get("p50")
+        want[k + tag + ".relative"] = fmt_signed_pct(d["median"] / base) if base else "–"
+        want[k + tag + ".count"] = str(d["count"])
+        word, wcls = verdict(tag, d)
+        want[k + tag + ".verdict"] = word
+        t.eq(cls, wcls, f"colour of the {tag} row")
+    for key, v in want.items():
+        t.eq(got.get(key), {v}, f"comparison value {key}")
+
+
+def parse_tick(text):
+    """a log-axis tick label back to its value (ms, or tokens)"""
+    num, _, unit = text.partition(" ")
+    if num.endswith("k"):
+        return float(num[:-1]) * 1000
+    return float(num) * {"": 1, "ms": 1, "s": 1000, "µs": 0.001}[unit]
+
+
+def check_layout(t, b):
+    """what a two-column page got wrong: titles run together, labels cut
+    at the chart's edge or on top of each other, a log axis labelled 0,
+    headings saying a word twice"""
+    heads = b.eval("[...document.querySelectorAll('h1, h2, h3')].map(e => e.innerText)")
+    import re
+    for h in heads:
+        t.check(not re.search(r"\b(\w+)\s+\1\b", h, re.I), f"a heading repeats a word: {h!r}")
+    titles = b.eval("[...document.querySelectorAll('.dist .t')].map(e => [e.textContent,"
+                    " e.children[0].getBoundingClientRect().toJSON(), e.children[1].getBoundingClientRect().toJSON()])")
+    t.check(titles, "distribution titles")
+    for txt, nm, ps in titles:
+        t.check(re.match(r"^(TTFT|TTFO|ITL|latency)\s+p50 ", txt), f"title runs together: {txt!r}")
+        t.check(nm["right"] + 4 <= ps["left"] or ps["top"] >= nm["bottom"] - 1,
+                f"name and percentiles apart on screen: {txt!r}")
+    charts = b.eval("""[...document.querySelectorAll('.up svg')].map(g => {
+        const r = g.getBoundingClientRect();
+        return {box: r.toJSON(), map: !!g.closest('[data-map]'),
+                texts: [...g.querySelectorAll('text')].map(x => ({t: x.textContent, c: x.getAttribute('class') || '',
+                        v: x.dataset.v, r: x.getBoundingClientRect().toJSON()}))}; })""")
+    t.check(len(charts) >= 4, f"charts on the page: {len(charts)}")
+    for ch in charts:
+        box = ch["box"]
+        for x in ch["texts"]:
+            r = x["r"]
+            t.check(r["left"] >= box["left"] - 0.5 and r["right"] <= box["right"] + 0.5
+                    and r["top"] >= box["top"] - 0.5 and r["bottom"] <= box["bottom"] + 0.5,
+                    f"label {x['t']!r} inside its chart ({r} in {box})")
+        ticks = [x for x in ch["texts"] if "tick" in x["c"].split()]
+        t.check(len(ticks) >= 2, f"a log axis with at least two labelled ticks: {[x['t'] for x in ticks]}")
+        for x in ticks:
+            t.check(not re.match(r"^[0.]+( |$)", x["t"]), f"a log-axis tick labelled zero: {x['t']!r}")
+            v = float(x["v"])
+            t.check(v > 0 and abs(parse_tick(x["t"]) - v) <= 0.006 * v,
+                    f"tick label {x['t']!r} reads its value {v}")
+        marks = [x for x in ch["texts"] if "lbl" in x["c"].split()]
+        for i, p in enumerate(marks):
+            for q in marks[i + 1:]:
+                a, c = p["r"], q["r"]
+                t.check(a["right"] <= c["left"] or c["right"] <= a["left"] or
+                        a["bottom"] <= c["top"] or c["bottom"] <= a["top"],
+                        f"labels {p['t']!r} and {q['t']!r} overlap")
+
+
 def traffic(px):
     """a mix: good and slow streams, reasoning, two models, three APIs,
     an upstream error and a truncated stream; secrets in the key and the
@@ -283,6 +423,7 @@ def test_dashboard_in_headless_chromium_shows_what_stats_says(t):
         # every value the page marks for comparison, against /stats
         t.check(stats["windows"]["1m"]["errors"], "the traffic produced errors by type")
         check_values(t, b, {"primary": stats["windows"]})
+        check_layout(t, b)
 
         # the timeline: one row per recent request, the slowest list, in order
         ids = b.eval("[...document.querySelectorAll('#rows .row')].map(e => e.dataset.id)")
@@ -331,6 +472,7 @@ def test_dashboard_in_headless_chromium_shows_what_stats_says(t):
         before = b.eval("Number(document.body.dataset.polls)")
         b.wait_for(f"Number(document.body.dataset.polls) > {before}", "another poll of /stats")
         b.screenshot(os.path.join(t.tmp, "dashboard-wall.png"))
+        check_layout(t, b)
 
         t.eq(b.eval("[document.body.dataset.pwned, document.querySelectorAll('img').length]"),
              [None, 0], "a model name is shown as text, never as markup")
@@ -422,8 +564,22 @@ def test_dashboard_shows_every_upstream_side_by_side(t):
             m["buckets"] = [[b[0] * 2, b[1] * 2, b[2]] for b in m.get("buckets", [])]
     stats["upstreams"] = {"primary": {"role": "primary", "windows": stats["windows"]},
                           "shadow-a": {"role": "shadow", "windows": shadow}}
-    stats["comparisons"] = {"shadow-a": {"windows": {"1m": {"pairs": 5,
-                                                            "time_to_first_token": {"delta_p50": 12.5}}}}}
+    # the comparison as /stats has it (docs/shadow.md), with one row of each
+    # kind: worse, better, no clear difference, too few pairs for an interval
+    def cmp_window(pairs):
+        return {"pairs": pairs, "both_ok": pairs - 1, "shadow_error_fraction": 1 / pairs,
+                "shadow_dropped_fraction": 0, "finish_reason_agreement": 0.992,
+                "exact_match_fraction": None, "difference": {
+                    "time_to_first_token": {"unit": "ms", "count": pairs - 1, "median": 41.8,
+                                            "ci95_low": 39.2, "ci95_high": 44.1},
+                    "time_to_first_output_token": {"unit": "ms", "count": 0},
+                    "inter_token_latency": {"unit": "ms", "count": pairs - 1, "median": -2.5,
+                                            "ci95_low": -3.0, "ci95_high": -1.0},
+                    "request_latency": {"unit": "ms", "count": pairs - 1, "median": 5,
+                                        "ci95_low": -1.5, "ci95_high": 10.25},
+                    "output_sequence_length": {"unit": "tokens", "count": 3, "median": 1}}}
+    stats["comparisons"] = {"shadow-a": {"primary": "primary", "windows": {
+        "1m": cmp_window(20), "5m": cmp_window(50), "1h": cmp_window(400)}}}
     for i, e in enumerate(stats["recent"]["requests"]):
         if i % 2:
             e["upstream"] = "shadow-a"
@@ -438,8 +594,9 @@ def test_dashboard_shows_every_upstream_side_by_side(t):
         b.wait_for("document.body && Number(document.body.dataset.updates) >= 1",
                    "the page's first render")
         cols = b.eval("[...document.querySelectorAll('.up')].map(e => [e.dataset.upstream,"
-                      " e.querySelector('h2 .role').textContent])")
-        t.eq(cols, [["primary", "primary"], ["shadow-a", "shadow"]], "upstream columns")
+                      " e.querySelector('h2').innerText])")
+        t.eq(cols, [["primary", "primary"], ["shadow-a", "shadow-a shadow"]],
+             "upstream columns (the role only where the name does not say it)")
         tops = b.eval("[...document.querySelectorAll('.up')].map(e => Math.round(e.getBoundingClientRect().top))")
         t.eq(tops[0], tops[1], "the columns stand side by side")
         t.check(b.eval("[...document.querySelectorAll('.up')].every(c => [...c.querySelectorAll('svg')]"
@@ -451,11 +608,45 @@ def test_dashboard_shows_every_upstream_side_by_side(t):
             t.eq(pts, sum(1 for e in stats["recent"]["requests"] if e["upstream"] == name
                           and "output_sequence_length" in e["record"]["metrics"]),
                  f"workload map points of {name}")
-        cmp = b.eval("document.querySelector('.up[data-upstream=\"shadow-a\"] table.cmp').textContent")
-        t.check("1m pairs5" in cmp and "time_to_first_token.delta_p50" in cmp and "12.500" in cmp,
-                f"the comparison is shown: {cmp!r}")
+        check_layout(t, b)
+        check_comparison(t, b, "shadow-a", stats, "1m")
+        # the rows read as a person reads them, whatever the mirror says
+        rows = b.eval("[...document.querySelectorAll('.up[data-upstream=\"shadow-a\"] table.cmp tr')]"
+                      ".map(r => [...r.cells].map(c => c.textContent))")
+        p50 = stats["windows"]["1m"]["metrics"]["time_to_first_token"]["p50"]
+        t.eq(rows[1][:3] + rows[1][4:], ["TTFT", "+41.8 ms", "+39.2 ms … +44.1 ms", "19", "slower"],
+             "the TTFT row")
+        t.eq(rows[1][3], fmt_signed_pct(41.8 / p50), "TTFT relative to the primary's p50")
+        t.check(rows[1][3].startswith("+") and rows[1][3].endswith("%"), f"relative change {rows[1][3]!r}")
+        t.eq([r[0] for r in rows[2:]], ["ITL", "request latency", "output tokens"],
+             "one row per metric with pairs (TTFO has none)")
+        t.eq([rows[2][1], rows[2][5]], ["−2.50 ms", "faster"], "the ITL row")
+        t.eq(rows[3][5], "no clear difference", "an interval across 0")
+        t.eq([rows[4][1], rows[4][2], rows[4][5]], ["+1 tokens", "–", "too few pairs for an interval"],
+             "too few pairs for an interval")
+        colours = b.eval("[...document.querySelectorAll('.up[data-upstream=\"shadow-a\"] table.cmp tr[data-metric]')]"
+                         ".map(r => getComputedStyle(r.cells[1]).color)")
+        red, green = b.eval("(() => { const s = getComputedStyle(document.documentElement);"
+                            " const c = (v) => { const e = document.createElement('i'); e.style.color = s.getPropertyValue(v);"
+                            " document.body.appendChild(e); const r = getComputedStyle(e).color; e.remove(); return r; };"
+                            " return [c('--bad'), c('--good')]; })()")
+        t.eq(colours[:2], [red, green], "worse in red, better in green")
+        summary = b.eval("document.querySelector('.up[data-upstream=\"shadow-a\"] .cmpsum').innerText")
+        t.check("finish reasons agree 99.2%" in summary and "shadow errors 5.0%" in summary
+                and "dropped 0.0%" in summary, f"fractions as percentages: {summary!r}")
         t.eq(b.eval("document.querySelectorAll('.up[data-upstream=\"primary\"] table.cmp').length"), 0,
              "no comparison on the primary")
+        # one window selector for the whole page, the comparison included
+        for win, pairs in (("5m", "50"), ("total", "400")):
+            b.eval(f"(() => {{ const s = document.getElementById('win'); s.value = '{win}';"
+                   " s.dispatchEvent(new Event('change')); })()")
+            check_comparison(t, b, "shadow-a", stats, win)
+            cw = "1h" if win == "total" else win
+            t.eq(shown_values(b).get(f"shadow-a|{cw}|cmp.pairs"), {pairs}, f"pairs in {win}")
+            t.eq(b.eval("document.querySelectorAll('[data-k*=\"|cmp.pairs\"]').length"), 1,
+                 f"one comparison shown at a time ({win})")
+        b.eval("(() => { const s = document.getElementById('win'); s.value = '1m';"
+               " s.dispatchEvent(new Event('change')); })()")
         b.screenshot(os.path.join(t.tmp, "dashboard-shadow.png"), full=False)
         errors = [e for e in b.events if e.get("method") == "Runtime.exceptionThrown"]
         t.eq(errors, [], "script errors on the page")
@@ -489,12 +680,18 @@ def test_dashboard_with_a_real_shadow_shows_both_legs(t):
         b.wait_for("document.body && Number(document.body.dataset.updates) >= 1",
                    "the page's first render")
         cols = b.eval("[...document.querySelectorAll('.up')].map(e => [e.dataset.upstream,"
-                      " e.querySelector('h2 .role').textContent])")
-        t.eq(cols, [["primary", "primary"], ["cand", "shadow"]], "upstream columns")
-        check_values(t, b, {name: u["windows"] for name, u in stats["upstreams"].items()})
-        cmp = b.eval("document.querySelector('.up[data-upstream=\"cand\"] table.cmp').textContent")
-        t.check("pairs" in cmp and str(stats["comparisons"]["cand"]["windows"]["1m"]["pairs"]) in cmp,
-                f"the comparison is shown: {cmp[:300]!r}")
+                      " e.querySelector('h2').innerText])")
+        t.eq(cols, [["primary", "primary"], ["cand", "cand shadow"]], "upstream columns")
+        # compare with the /stats the page drew (its poll may be newer than ours)
+        shown = json.loads(b.eval("JSON.stringify(last)"))
+        check_values(t, b, {name: u["windows"] for name, u in shown["upstreams"].items()})
+        check_layout(t, b)
+        check_comparison(t, b, "cand", shown, "1m")
+        ttft = shown["comparisons"]["cand"]["windows"]["1m"]["difference"]["time_to_first_token"]
+        t.check("ci95_low" in ttft and ttft["ci95_low"] > 0,
+                f"the twice-as-slow candidate's TTFT is clearly worse: {ttft}")
+        t.eq(b.eval("document.querySelector('.up[data-upstream=\"cand\"] tr[data-metric=time_to_first_token]').className"),
+             "bad", "a slower candidate's TTFT row is red")
         b.screenshot(os.path.join(t.tmp, "dashboard-real-shadow.png"), full=False)
         errors = [e for e in b.events if e.get("method") == "Runtime.exceptionThrown"]
         t.eq(errors, [], "script errors on the page")

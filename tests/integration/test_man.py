@@ -103,3 +103,138 @@ def test_built_man_pages_are_the_generated_ones(t):
             raise harness.Skip(f"{path} not built (make all writes it)")
         with open(path) as f:
             t.eq(f.read(), run([binary(t, name), "--man"]), f"{path} is current")
+
+
+def rendered(t, page):
+    """the page as man shows it (groff, plain text)"""
+    groff = shutil.which("groff")
+    if groff is None:
+        raise harness.Skip("groff not installed (scripts/deps.sh installs groff-base)")
+    p = subprocess.run([groff, "-man", "-Tutf8", "-P-cbou"], input=page.encode(),
+                       stdout=subprocess.PIPE, timeout=30)
+    return p.stdout.decode()
+
+
+def test_man_pages_say_what_help_does(t):
+    """--help's entry in --help is "this text"; on a man page that would
+    point at nothing, so the pages say what it does"""
+    for name, argv in (("tokentap", ["--man"]), ("tokentap-sim", ["--man"])):
+        page = run([binary(t, name), *argv])
+        text = rendered(t, page)
+        t.check("this text" not in text, f"{name}(1) says 'this text'")
+        m = re.search(r"^\s+--help(?:, -h)?\s+(\S.*)", text, re.M)
+        t.check(m and "option summary" in m.group(1), f"{name}(1) --help entry: {m and m.group(1)!r}")
+    tt = binary(t, "tokentap")
+    t.check(re.search(r"--help, -h\s+this text", run([tt, "--help"])),
+            "--help itself keeps its short entry")
+
+
+def example_commands(page):
+    """the command lines of the EXAMPLES section (.nf blocks), unescaped,
+    continuation lines joined"""
+    sec = page.split("\n.SH EXAMPLES\n", 1)[1].split("\n.SH ", 1)[0]
+    out = []
+    for block in re.findall(r"\n\.nf\n(.*?)\n\.fi", sec, re.S):
+        text = block.replace("\\e\n", " ").replace("\\-", "-").replace("\\e", "\\")
+        out += [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    return out
+
+
+@harness.timeout(90)
+def test_tokentap_man_examples_work(t):
+    """tokentap(1) has EXAMPLES, and each of its command lines works as
+    written, with only the addresses, ports and file paths of this test
+    put in: the proxies start, take traffic and drain, curl gets the
+    admin pages through them, the reports and check-config exit 0"""
+    import shlex
+    tt = binary(t, "tokentap")
+    page = run([tt, "--man"])
+    t.check("\n.SH EXAMPLES\n" in page, "tokentap(1) has an EXAMPLES section")
+    cmds = example_commands(page)
+    t.check(sum(c.startswith("tokentap ") for c in cmds) >= 6, f"examples: {cmds}")
+    for flag in FLAG.findall(" ".join(c for c in cmds if c.startswith("tokentap"))):
+        t.check(flag in run([tt, "--help"]) + run([tt, "report", "--help"]),
+                f"{flag} of the examples is an option")
+
+    primary, cand = t.sim(), t.sim(extra=["--latency-scale", "2"])
+    records = os.path.join(t.tmp, "records.jsonl")
+    # /etc/tokentap/tokentap.conf as the package installs it (debian/rules):
+    # the reference config with upstream set
+    conf = os.path.join(t.tmp, "tokentap.conf")
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "conf", "tokentap.conf")) as f:
+        ref = f.read()
+    t.check("\nupstream =\n" in ref, "the reference config has an empty upstream")
+    with open(conf, "w") as f:
+        f.write(ref.replace("\nupstream =\n", "\nupstream = http://127.0.0.1:8000\n"))
+    state = {"proxy": None, "n": 0}
+
+    def local(c):
+        return (c.replace("127.0.0.1:8000", f"127.0.0.1:{primary.port}")
+                 .replace("127.0.0.1:8001", f"127.0.0.1:{cand.port}")
+                 .replace("records.jsonl", records)
+                 .replace("/etc/tokentap/tokentap.conf", conf))
+
+    def stop_proxy():
+        p = state["proxy"]
+        if p is not None:
+            t.eq(p.stop(), 0, f"{p.name} drained and exited 0")
+            state["proxy"] = None
+
+    ran = []
+    for c in cmds:
+        c = local(c).rstrip("&").strip()
+        argv = shlex.split(c)
+        if argv[0] == "tokentap" and argv[1] not in ("report", "check-config"):
+            stop_proxy()
+            state["n"] += 1
+            name = f"example{state['n']}"
+            ready = os.path.join(t.tmp, name + ".ready.json")
+            argv = [tt] + ["127.0.0.1:0" if a == "0.0.0.0:8080" else a for a in argv[1:]]
+            p = harness.Proc(t, name, argv + ["--admin", "127.0.0.1:0", "--ready-file", ready],
+                             notify=harness.Notify(t, name))
+            info = p.wait_ready(ready, 10 * t.slow)
+            p.port, p.admin = harness.port_of(info["listen"]), harness.port_of(info["admin"])
+            state["proxy"] = p
+            for i in range(3):
+                r = harness.http(p.port, "POST", "/v1/chat/completions",
+                                 harness.chat_body({"ttft_ms": 5, "tokens": 3 + i, "gap_ms": 1}))
+                t.eq(r.status, 200, f"a request through {c!r}")
+        elif argv[0] == "tokentap-sim":
+            name = "example-sim"
+            ready = os.path.join(t.tmp, name + ".ready.json")
+            argv = [binary(t, "tokentap-sim")] + ["127.0.0.1:0" if a.startswith("127.0.0.1:") else a
+                                                  for a in argv[1:]]
+            s = harness.Proc(t, name, argv + ["--ready-file", ready], notify=harness.Notify(t, name))
+            s.wait_ready(ready, 10 * t.slow)
+            t.eq(s.stop(), 0, "the example's simulator exits 0")
+        elif argv[0] == "curl":
+            p = state["proxy"]
+            t.check(p is not None, f"{c!r} follows a tokentap example")
+            sh = c.replace("127.0.0.1:9464", f"127.0.0.1:{p.admin}").replace("127.0.0.1:8080",
+                                                                              f"127.0.0.1:{p.port}")
+            out = subprocess.run(["sh", "-c", sh], stdout=subprocess.PIPE, timeout=30 * t.slow)
+            t.eq(out.returncode, 0, f"{c!r} exit status")
+            t.check(out.stdout.strip(), f"{c!r} printed something")
+        else:
+            stop_proxy()       # the reports read what the proxies wrote and flushed
+            first = c.split(" && ")[0]    # check-config ... && systemctl reload: not here
+            argv = [tt] + shlex.split(first)[1:]
+            out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 timeout=60 * t.slow)
+            t.eq(out.returncode, 0, f"{c!r} exit status: {out.stderr[-300:]!r}")
+            if "--compare-upstreams" in argv:
+                t.check(b"candidate" in out.stdout, "the compare example pairs the shadow's legs")
+        ran.append(c)
+    stop_proxy()
+    t.eq(len(ran), len(cmds), "every example ran")
+
+
+def test_sim_doc_lists_every_option(t):
+    """docs/simulator.md's flag table has every option of tokentap-sim --help"""
+    sim = binary(t, "tokentap-sim")
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "simulator.md")).read()
+    table = " ".join(line.split("|")[1] for line in doc.splitlines() if line.startswith("| `--"))
+    flags = [f for f in option_flags(run([sim, "--help"])) if f != "--help"]
+    t.check("--latency-scale" in flags, "--latency-scale in --help")
+    t.eq([f for f in flags if f not in FLAG.findall(table)], [],
+         "tokentap-sim options missing from docs/simulator.md's table")
