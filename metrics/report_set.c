@@ -506,7 +506,7 @@ void tt_rset_add_line(struct tt_rset *s, const char *line, size_t len)
     for (int m = 0; m < TT_M__COUNT; m++)
         if (mv.present & (1u << m)) {
             row.v[m] = (float)mv.v[m];
-            row.present |= (uint16_t)(1u << m);
+            row.present |= 1u << m;
         }
     if (is_error)
         row.flags |= TT_RROW_ERROR;

