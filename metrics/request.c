@@ -60,8 +60,7 @@ void tt_request_reset(struct tt_request *r)
     char client[sizeof(r->client)];
 
     memcpy(client, r->client, sizeof(client));      /* the connection's */
-    free(r->token_ts);
-    free(r->token_end);
+    free(r->token_ts);              /* token_end shares its block */
     tt_request_init(r);
     memcpy(r->client, client, sizeof(client));
 }
@@ -78,25 +77,33 @@ void tt_request_move(struct tt_request *dst, struct tt_request *src)
     tt_request_reset(src);
 }
 
+/*
+ * With delivery measured the read ends (token_end) share the times' block:
+ * cap times, then cap ends, one allocation grown by doubling.
+ */
+static int token_grow(struct tt_request *r)
+{
+    uint32_t cap = r->cap_token_ts ? r->cap_token_ts * 2 : 64;
+    size_t each = sizeof(uint64_t) + (r->measure_delivery ? sizeof(uint32_t) : 0);
+    uint64_t *p = realloc(r->token_ts, cap * each);
+
+    if (p == NULL)
+        return -1;
+    r->token_ts = p;
+    if (r->measure_delivery) {
+        r->token_end = (uint32_t *)(p + cap);
+        memmove(r->token_end, p + r->cap_token_ts, r->n_token_ts * sizeof(uint32_t));
+    }
+    r->cap_token_ts = cap;
+    return 0;
+}
+
 int tt_request_token(struct tt_request *r, uint64_t ts)
 {
-    if (r->n_token_ts == r->cap_token_ts) {
-        uint32_t cap = r->cap_token_ts ? r->cap_token_ts * 2 : 64;
-        uint64_t *p = realloc(r->token_ts, cap * sizeof(*p));
-        if (p == NULL)
-            return -1;
-        r->token_ts = p;
-        if (r->measure_delivery) {
-            uint32_t *e = realloc(r->token_end, cap * sizeof(*e));
-            if (e == NULL)
-                return -1;
-            r->token_end = e;
-        }
-        r->cap_token_ts = cap;
-    }
-    if (r->token_end != NULL)
-        r->token_end[r->n_token_ts] = r->handed > UINT32_MAX ? UINT32_MAX
-                                                             : (uint32_t)r->handed;
+    if (r->n_token_ts == r->cap_token_ts && token_grow(r) < 0)
+        return -1;
+    if (r->token_end != NULL)   /* modulo 2^32: see tt_delivery_finish() */
+        r->token_end[r->n_token_ts] = (uint32_t)r->handed;
     r->token_ts[r->n_token_ts++] = ts;
     return 0;
 }

@@ -141,7 +141,8 @@ struct tt_request {
     uint32_t  cap_token_ts;
     /* with delivery measured: <handed> when each token event was decoded
      * (the response bytes handed to the client by then, its read's end),
-     * beside token_ts; owned like it, NULL otherwise */
+     * beside token_ts, in the same block (after cap_token_ts times); NULL
+     * otherwise */
     uint32_t *token_end;
     uint64_t  handed;           /* response bytes handed to the client so far */
     unsigned  measure_delivery:1;

@@ -29,6 +29,14 @@
  * (client_idle_timeout), an idle tunnel (upstream_idle_timeout).  A client
  * that stops taking the response is cut after send_timeout (499; the
  * upstream request is closed, so the server stops generating).
+ *
+ * Delivery (proxy/delivery.h): the leg marks the writes that end the first
+ * token, the first output token and the response (tt_conn_mark); a
+ * finished request whose response the client has not yet acknowledged
+ * waits in c->acking (acking_done() records it); watch_cb() sees the
+ * stamps, and a departed client's FIN or reset where the bufferevent is not
+ * reading.  A FIN mid-answer is a departure, before it a half-close
+ * (streaming_to()).
  */
 #include "proxy/conn.h"
 
@@ -39,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <strings.h>
 
 #include <event2/buffer.h>
@@ -255,8 +264,29 @@ struct evbuffer *tt_conn_stage(struct tt_conn *c)
 static void marks_written(struct tt_conn *c)
 {
     tt_delivery_written(&c->dl, c->marking, evbuffer_get_length(c->stage) +
-                        evbuffer_get_length(bufferevent_get_output(c->cbev)));
+                        evbuffer_get_length(bufferevent_get_output(c->cbev)),
+                        c->req.handed);
     c->marking = 0;
+}
+
+/* a marked write of what <b> holds, straight to the plain socket, asking
+ * the kernel for its stamp (proxy/delivery.h); what it does not take stays */
+static void write_marked(struct tt_conn *c, struct evbuffer *b)
+{
+    struct evbuffer_iovec v[16];
+    struct iovec iov[16];
+    int n = evbuffer_peek(b, -1, NULL, v, 16);
+    ssize_t w;
+
+    if (n > 16)
+        n = 16;
+    for (int i = 0; i < n; i++) {
+        iov[i].iov_base = v[i].iov_base;
+        iov[i].iov_len = v[i].iov_len;
+    }
+    w = tt_delivery_sendv(&c->dl, iov, n);
+    if (w > 0)
+        evbuffer_drain(b, (size_t)w);
 }
 
 void tt_conn_flush(struct tt_conn *c)
@@ -268,7 +298,10 @@ void tt_conn_flush(struct tt_conn *c)
         return;
     c->req.handed += n;
     if (c->plain_client && evbuffer_get_length(out) == 0) {
-        evbuffer_write(c->stage, c->cfd);
+        if (c->marking)
+            write_marked(c, c->stage);
+        else
+            evbuffer_write(c->stage, c->cfd);
         if (evbuffer_get_length(c->stage) == 0) {
             tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->pri.now, tt_now_mono());
             if (c->marking)
@@ -290,9 +323,11 @@ int tt_conn_delivery_on(const struct tt_conn *c)
 
 void tt_conn_mark(struct tt_conn *c, unsigned marks)
 {
-    if (marks == 0 || !tt_delivery_on(&c->dl))
+    if (marks == 0 || tt_delivery_prepare(&c->dl) != 0)
         return;
-    tt_delivery_arm(&c->dl);
+    /* a plain socket's write asks for the stamp itself (write_marked) */
+    if (!c->plain_client)
+        tt_delivery_arm(&c->dl);
     c->marking |= marks;
 }
 
@@ -315,7 +350,12 @@ int tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room)
     if (!c->plain_client || room != 0)
         return -1;
     c->req.handed += n;
-    w = tt_send(c->cfd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (c->marking) {
+        struct iovec iov = { (void *)buf, n };
+        w = tt_delivery_sendv(&c->dl, &iov, 1);
+    } else {
+        w = tt_send(c->cfd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (w == (ssize_t)n) {
         tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->pri.now, tt_now_mono());
         if (c->marking)

@@ -40,6 +40,7 @@
 #include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 /* tcpi_state of a socket the peer reset (the kernel's TCP_CLOSE, named by
  * <netinet/tcp.h>, which cannot be included beside <linux/tcp.h>) */
@@ -146,37 +147,76 @@ void tt_delivery_begin(struct tt_delivery *d)
         d->base = written_now(d);   /* the TLS handshake's bytes */
 }
 
-void tt_delivery_arm(struct tt_delivery *d)
+int tt_delivery_prepare(struct tt_delivery *d)
 {
     if (!d->on)
-        return;
-    if (d->watch == NULL && tt_delivery_watch(d) != 0)
-        return;
-    if (!d->armed)
+        return -1;
+    return d->watch != NULL ? 0 : tt_delivery_watch(d);
+}
+
+ssize_t tt_delivery_sendv(struct tt_delivery *d, const struct iovec *iov, int n)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(uint32_t))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr msg;
+    struct cmsghdr *cm;
+    uint32_t rec = SOF_TIMESTAMPING_TX_ACK;
+
+    memset(&msg, 0, sizeof(msg));
+    memset(&ctl, 0, sizeof(ctl));
+    msg.msg_iov = (struct iovec *)iov;
+    msg.msg_iovlen = (size_t)n;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = sizeof(ctl.buf);
+    cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SO_TIMESTAMPING;
+    cm->cmsg_len = CMSG_LEN(sizeof(rec));
+    memcpy(CMSG_DATA(cm), &rec, sizeof(rec));
+    d->asked = 1;
+    return sendmsg(d->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void tt_delivery_arm(struct tt_delivery *d)
+{
+    if (tt_delivery_prepare(d) == 0 && !d->armed)
         set_recording(d, 1);
 }
 
-void tt_delivery_written(struct tt_delivery *d, unsigned marks, size_t pending)
+void tt_delivery_written(struct tt_delivery *d, unsigned marks, size_t pending,
+                         uint64_t handed)
 {
     uint64_t w;
 
-    if (!d->on || marks == 0 || !d->armed)
-        return;                     /* no stamp was asked for: nothing to wait for */
-    if (pending == 0 || !d->tls) {
-        /* plain: the socket's count of the last byte handed over is exact
-         * (bytes still held go out in order); TLS: all of it is records */
-        w = written_now(d);
-        if (w == 0)
-            return;
-        w += d->tls ? 0 : pending;
-        for (int k = 0; k < TT_DM__COUNT; k++)
-            if ((marks & TT_DM_BIT(k)) && d->want[k] == 0)
-                d->want[k] = w;
-        if (pending == 0 && d->armed && d->unmapped == 0)
-            set_recording(d, 0);    /* every send of the marks asked for its stamp */
+    if (!d->on || marks == 0)
+        return;
+    if (!d->tls) {
+        /* plain: the socket carries the response's bytes as handed over,
+         * in order, after <base>; what is still held goes out through the
+         * bufferevent, which must ask for stamps too */
+        if (pending > 0 && !d->armed)
+            set_recording(d, 1);
+        else if (pending == 0 && d->armed && d->unmapped == 0)
+            set_recording(d, 0);
+        if (!d->asked && !d->armed)
+            return;                 /* no stamp was asked for: nothing to wait for */
+        d->asked = 0;
+        w = d->base + handed;
+    } else if (pending == 0 && d->armed) {
+        w = written_now(d);         /* TLS: all of it is records on the socket */
+        if (d->unmapped == 0)
+            set_recording(d, 0);
+    } else {
+        d->unmapped |= d->armed ? marks : 0;
         return;
     }
-    d->unmapped |= marks;
+    if (w == 0)
+        return;
+    for (int k = 0; k < TT_DM__COUNT; k++)
+        if ((marks & TT_DM_BIT(k)) && d->want[k] == 0)
+            d->want[k] = w;
 }
 
 void tt_delivery_drained(struct tt_delivery *d)
@@ -283,20 +323,17 @@ int tt_delivery_peer_gone(const struct tt_delivery *d)
     return ti.tcpi_state == TT_TCP_CLOSE;
 }
 
-/* token events whose bytes (handed offsets <ends>, nondecreasing) are
- * within the first <acked> bytes */
+/* token events whose read ends (<ends>, the response's bytes handed over
+ * by then, modulo 2^32) are within its first <acked> bytes: the ones past
+ * it are the tail the client had not acknowledged, never more than the
+ * socket's buffers hold, so the count walks back from the last */
 static uint32_t count_upto(const uint32_t *ends, uint32_t n, uint64_t acked)
 {
-    uint32_t lo = 0, hi = n;
+    uint32_t a = (uint32_t)acked;
 
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (ends[mid] <= acked)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    while (n > 0 && (int32_t)(ends[n - 1] - a) > 0)
+        n--;
+    return n;
 }
 
 void tt_delivery_finish(struct tt_delivery *d, struct tt_request *r, size_t pending)
@@ -368,9 +405,13 @@ void tt_delivery_init(struct tt_delivery *d, struct event_base *base,
 void tt_delivery_fini(struct tt_delivery *d) { (void)d; }
 int  tt_delivery_watch(struct tt_delivery *d) { (void)d; return -1; }
 void tt_delivery_begin(struct tt_delivery *d) { (void)d; }
+int  tt_delivery_prepare(struct tt_delivery *d) { (void)d; return -1; }
+ssize_t tt_delivery_sendv(struct tt_delivery *d, const struct iovec *iov, int n)
+{ (void)d; (void)iov; (void)n; errno = ENOSYS; return -1; }
 void tt_delivery_arm(struct tt_delivery *d) { (void)d; }
-void tt_delivery_written(struct tt_delivery *d, unsigned marks, size_t pending)
-{ (void)d; (void)marks; (void)pending; }
+void tt_delivery_written(struct tt_delivery *d, unsigned marks, size_t pending,
+                         uint64_t handed)
+{ (void)d; (void)marks; (void)pending; (void)handed; }
 void tt_delivery_drained(struct tt_delivery *d) { (void)d; }
 unsigned tt_delivery_poll(struct tt_delivery *d) { (void)d; return 0; }
 int  tt_delivery_settled(const struct tt_delivery *d) { (void)d; return 1; }

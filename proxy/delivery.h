@@ -24,6 +24,7 @@
 #define TT_DELIVERY_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <event2/event.h>
 #include <event2/util.h>
@@ -50,6 +51,7 @@ struct tt_delivery {
     unsigned on:1;              /* stamps set up on this socket */
     unsigned tls:1;             /* bytes written are TLS records */
     unsigned armed:1;           /* TX_ACK recording is on */
+    unsigned asked:1;           /* a write since the marks asked for its stamp */
     unsigned unmapped;          /* marks whose socket end awaits a drain (TT_DM_BIT) */
     uint64_t want[TT_DM__COUNT];    /* socket bytes that end the mark, 0 = none */
     uint64_t acked[TT_DM__COUNT];   /* CLOCK_MONOTONIC ns of the ack, 0 = none */
@@ -76,12 +78,21 @@ static inline int tt_delivery_on(const struct tt_delivery *d)
 void tt_delivery_begin(struct tt_delivery *d);
 
 /*
- * The next write ends the marks <marks> (TT_DM_BIT): recording on.  After
- * the write, tt_delivery_written() with the bytes still held in user space
- * (not yet on the socket) maps them.
+ * A write ends marks.  On a plain socket written at once it asks for its
+ * stamp itself: tt_delivery_sendv() (writev() with the request attached,
+ * no option switched).  Otherwise (TLS, bytes queued behind others)
+ * tt_delivery_arm() switches recording on for the socket's writes until
+ * tt_delivery_drained().  After the write, tt_delivery_written() with the
+ * bytes still held in user space and the response's bytes handed over so
+ * far maps the marks to the socket's byte count.  tt_delivery_prepare()
+ * first: 0 when marks can be measured.
  */
-void tt_delivery_arm(struct tt_delivery *d);
-void tt_delivery_written(struct tt_delivery *d, unsigned marks, size_t pending);
+int     tt_delivery_prepare(struct tt_delivery *d);
+struct iovec;
+ssize_t tt_delivery_sendv(struct tt_delivery *d, const struct iovec *iov, int n);
+void    tt_delivery_arm(struct tt_delivery *d);
+void    tt_delivery_written(struct tt_delivery *d, unsigned marks, size_t pending,
+                            uint64_t handed);
 /* everything handed over is on the socket: map what waited, recording off */
 void tt_delivery_drained(struct tt_delivery *d);
 

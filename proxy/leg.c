@@ -566,6 +566,8 @@ static int response_head(struct tt_leg *l)
         return -1;
     }
     l->req->status = status;
+    l->marks = l->c != NULL && !l->shadow && tt_conn_delivery_on(l->c);
+    l->marks_tok = 1;               /* cleared by read_marks() (no stream: never read) */
     if (l->c != NULL && !l->shadow &&          /* sink: the client's head */
         tt_conn_response_head(l->c, &l->rsh, status,
                               (l->rsp.flags & F_CHUNKED) != 0) < 0)
@@ -692,10 +694,9 @@ static void read_marks(struct tt_leg *l, enum llhttp_errno e, size_t ahead)
     struct tt_request *r = l->req;
     unsigned marks = 0;
 
-    if (!tt_conn_delivery_on(l->c))
-        return;
-    if (l->stream != NULL &&
-        (r->ts[TT_TS_FIRST_TOKEN] == 0 || r->ts[TT_TS_FIRST_OUTPUT_TOKEN] == 0)) {
+    if (l->marks_tok && l->stream == NULL) {
+        l->marks_tok = 0;           /* not decoded: no token marks */
+    } else if (l->marks_tok) {
         int ft = r->ts[TT_TS_FIRST_TOKEN] == 0, fo = r->ts[TT_TS_FIRST_OUTPUT_TOKEN] == 0;
 
         r->handed += ahead;
@@ -705,11 +706,19 @@ static void read_marks(struct tt_leg *l, enum llhttp_errno e, size_t ahead)
             marks |= TT_DM_BIT(TT_DM_FIRST_TOKEN);
         if (fo && r->ts[TT_TS_FIRST_OUTPUT_TOKEN] != 0)
             marks |= TT_DM_BIT(TT_DM_FIRST_OUTPUT_TOKEN);
+        l->marks_tok = r->ts[TT_TS_FIRST_TOKEN] == 0 || r->ts[TT_TS_FIRST_OUTPUT_TOKEN] == 0;
     }
     if (e == HPE_PAUSED && l->msg_done)
         marks |= TT_DM_BIT(TT_DM_RESPONSE);
-    tt_conn_mark(l->c, marks);
+    if (marks != 0)
+        tt_conn_mark(l->c, marks);
 }
+
+/* the per-read test, inline: past the first output token only the
+ * response's end is marked */
+#define READ_MARKS(l, e, ahead) \
+    do { if ((l)->marks && ((l)->marks_tok || ((e) == HPE_PAUSED && (l)->msg_done))) \
+             read_marks((l), (e), (ahead)); } while (0)
 
 /*
  * The body bytes of a read are on their way to the client: decode them,
@@ -784,12 +793,12 @@ void tt_leg_process(struct tt_leg *l)
             if (l->shadow || l->dechunk || l->inj != NULL) {
                 evbuffer_drain(in, n);
                 if (!l->shadow) {
-                    read_marks(l, e, evbuffer_get_length(tt_conn_stage(l->c)));
+                    READ_MARKS(l, e, evbuffer_get_length(tt_conn_stage(l->c)));
                     tt_conn_flush(l->c);
                 }
             } else {                /* sink: body bytes */
                 evbuffer_remove_buffer(in, tt_conn_stage(l->c), n);
-                read_marks(l, e, evbuffer_get_length(tt_conn_stage(l->c)));
+                READ_MARKS(l, e, evbuffer_get_length(tt_conn_stage(l->c)));
                 tt_conn_flush(l->c);
             }
             if (l->up->suspended)
@@ -844,7 +853,7 @@ static int leg_bytes(void *arg, const char *buf, size_t n)
     l->in_place = 1;                /* <buf> stays until body_read_done() */
     e = tt_chunks_execute(&l->chunks, &l->rsp, buf, n, &used);
     l->in_place = 0;
-    read_marks(l, e, used);
+    READ_MARKS(l, e, used);
     if (used > 0 && tt_conn_body(l->c, buf, used, room) < 0) {
         evbuffer_add(tt_conn_stage(l->c), buf, used);   /* the client is behind */
         tt_conn_flush(l->c);

@@ -77,6 +77,9 @@ struct tt_leg {
 
     unsigned shadow:1;
     unsigned in_place:1;            /* parsing the worker's read buffer (leg_bytes) */
+    unsigned marks:1;               /* primary, delivery measured: this response's
+                                     * writes may end delivery marks (read_marks) */
+    unsigned marks_tok:1;           /* and its first (output) token is still to come */
     unsigned is_head:1;             /* HEAD request: the response has no body */
     unsigned dechunk:1;             /* primary: de-chunk for an HTTP/1.0 client */
     unsigned sent_all:1;            /* every request byte is queued for it */
