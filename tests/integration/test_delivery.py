@@ -285,6 +285,9 @@ def test_delivery_metrics_goodput_and_record(t):
                 "tokentap_client_time_to_first_output_token_seconds"):
         line = [l for l in m.splitlines() if l.startswith(fam + "_count{")]
         t.check(line and line[0].endswith(" 3"), f"{fam}_count: {line}")
+    st = json.loads(harness.http(px.admin_port, "GET", "/stats").body)
+    for tag in ("client_time_to_first_token", "client_request_latency", "delivery_delay"):
+        t.eq(st["windows"]["1m"]["metrics"][tag]["count"], 3, f"/stats 1m {tag} count")
     # the report: the client's clock beside tokentap's, exact, and in the
     # AIPerf export among the record metrics
     exp = os.path.join(t.tmp, "export")
