@@ -335,7 +335,7 @@ int tt_conn_room(struct tt_conn *c)
 {
     size_t out;
 
-    if (evbuffer_get_length(c->stage) != 0)
+    if (evbuffer_get_length(c->stage) != 0 || c->dl.unmapped)
         return -1;
     out = evbuffer_get_length(bufferevent_get_output(c->cbev));
     if (out >= CFG(c)->buffer_bytes)
@@ -372,9 +372,17 @@ int tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room)
     return 0;
 }
 
+/*
+ * A TLS write that ends a delivery mark is mapped to the socket's count
+ * once the TLS layer has written it (client_write); bytes added behind it
+ * before then would move the mark to their records' end, later on a slow
+ * link: the next read waits for that write (one loop pass, a few times a
+ * request).
+ */
 int tt_conn_full(struct tt_conn *c)
 {
-    return evbuffer_get_length(bufferevent_get_output(c->cbev)) >= CFG(c)->buffer_bytes;
+    return c->dl.unmapped ||
+           evbuffer_get_length(bufferevent_get_output(c->cbev)) >= CFG(c)->buffer_bytes;
 }
 
 /* copy a header value into a fixed field, truncated */

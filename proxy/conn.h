@@ -47,7 +47,8 @@ int  tt_conn_room(struct tt_conn *c);
  * queued (a plain socket), the rest queued; returns 0, or -1 when the
  * client is behind (nothing taken: use the stage) */
 int  tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room);
-/* does the client hold buffer_bytes or more unsent? (backpressure) */
+/* does the client hold buffer_bytes or more unsent, or a TLS write wait
+ * for its delivery mark (backpressure) */
 int  tt_conn_full(struct tt_conn *c);
 /* write the client's version of the response head; 0, or -1 when the
  * request was failed */

@@ -32,6 +32,19 @@
 
 #include "metrics/request.h"
 
+/* the state every platform keeps; delivery itself stays off */
+static void init_fields(struct tt_delivery *d, struct event_base *base,
+                        evutil_socket_t fd, int tls, event_callback_fn cb, void *arg)
+{
+    memset(d, 0, sizeof(*d));
+    d->fd = fd;
+    d->wfd = -1;
+    d->evbase = base;
+    d->tls = tls != 0;
+    d->cb = cb;
+    d->arg = arg;
+}
+
 #ifdef __linux__
 #include <linux/errqueue.h>
 #include <linux/net_tstamp.h>
@@ -87,13 +100,7 @@ void tt_delivery_init(struct tt_delivery *d, struct event_base *base,
 {
     int v = TS_REPORT;
 
-    memset(d, 0, sizeof(*d));
-    d->fd = fd;
-    d->wfd = -1;
-    d->evbase = base;
-    d->tls = tls != 0;
-    d->cb = cb;
-    d->arg = arg;
+    init_fields(d, base, fd, tls, cb, arg);
     /* on an AF_UNIX socket or an old kernel this fails: delivery stays off */
     if (on && setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &v, sizeof(v)) == 0)
         d->on = 1;
@@ -394,13 +401,7 @@ void tt_delivery_init(struct tt_delivery *d, struct event_base *base,
                       event_callback_fn cb, void *arg)
 {
     (void)on;
-    memset(d, 0, sizeof(*d));
-    d->fd = fd;
-    d->wfd = -1;
-    d->evbase = base;
-    d->tls = tls != 0;
-    d->cb = cb;
-    d->arg = arg;
+    init_fields(d, base, fd, tls, cb, arg);
 }
 void tt_delivery_fini(struct tt_delivery *d) { (void)d; }
 int  tt_delivery_watch(struct tt_delivery *d) { (void)d; return -1; }
