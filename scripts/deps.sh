@@ -5,7 +5,7 @@ set -u
 
 PKGS="build-essential clang pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
 libcmocka-dev libsystemd-dev node-llhttp curl openssl python3 prometheus systemd procps chromium groff-base postgresql \
-libclang-rt-dev"
+libclang-rt-dev iproute2"
 
 missing=""
 # `sh scripts/deps.sh deb`: what `make deb` needs on top (dpkg-buildpackage, dh)
@@ -44,7 +44,9 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgre
 # /bin/kill (procps): the service unit's ExecReload, which systemd-analyze
 # verify requires to exist
 [ -x /bin/kill ] || [ -x /usr/bin/kill ] || missing="$missing procps"
-for tool in cc clang make pkg-config curl openssl python3 promtool prometheus groff psql chromium systemd-analyze; do
+# iproute2 (ip, tc): the delivery tests put a client behind a slow link
+# in a network namespace of their own
+for tool in cc clang make pkg-config curl openssl python3 promtool prometheus groff psql chromium systemd-analyze ip tc; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
 fi
