@@ -196,10 +196,13 @@ def agree(t, link, px, tls, n=20):
     t.note(f"|client TTFT - record| median {statistics.median(dt):.3f} ms, max {max(dt):.3f} ms; "
            f"|client end - record| median {statistics.median(dl):.3f} ms, max {max(dl):.3f} ms; "
            f"delivery after proxy TTFT median {statistics.median(ahead):.1f} ms")
-    t.check(statistics.median(dt) <= 1.0, f"TTFT median disagreement {statistics.median(dt):.3f} ms > 1 ms: {dt}")
-    t.check(max(dt) <= 3.0, f"TTFT worst disagreement {max(dt):.3f} ms > 3 ms: {dt}")
-    t.check(statistics.median(dl) <= 1.0, f"latency median disagreement {statistics.median(dl):.3f} ms: {dl}")
-    t.check(max(dl) <= 3.0, f"latency worst disagreement {max(dl):.3f} ms: {dl}")
+    # 1 ms at the median, 3 ms at worst; under the sanitizers tokentap reads
+    # the request later (t0 is when it reads the first byte), so 2 and 8
+    med, worst = (2.0, 8.0) if t.san else (1.0, 3.0)
+    t.check(statistics.median(dt) <= med, f"TTFT median disagreement {statistics.median(dt):.3f} ms > {med} ms: {dt}")
+    t.check(max(dt) <= worst, f"TTFT worst disagreement {max(dt):.3f} ms > {worst} ms: {dt}")
+    t.check(statistics.median(dl) <= med, f"latency median disagreement {statistics.median(dl):.3f} ms: {dl}")
+    t.check(max(dl) <= worst, f"latency worst disagreement {max(dl):.3f} ms: {dl}")
     # the 6 KB first event holds the token back ~190 ms on this link
     t.check(min(ahead) > 50, f"proxy-side TTFT not visibly earlier than the client's: {ahead}")
 
