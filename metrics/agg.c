@@ -34,92 +34,39 @@
 #define MODEL_LEN     128
 
 /* window histograms: one per per-request metric, plus the chunk gaps */
-#define WH_ICL        TT_M__COUNT
+#define WH_ICL        TT_M_ICL
 #define NWH           (TT_M__COUNT + 1)
-/* window counters: the outcomes first (same order as enum tt_outcome) */
+/* window counters: the outcomes first (same order as enum tt_outcome),
+ * then one per error kind (metrics/errkind.h), cancelled included */
 enum { WC_OK = TT_OUT_OK, WC_ERROR = TT_OUT_ERROR, WC_CANCELLED = TT_OUT_CANCELLED,
-       WC_GOOD, WC_JUDGED, WC_ERRK, WC__COUNT = WC_ERRK + 16 };
-
-/*
- * Error kinds counted per window (WC_ERRK + index): tokentap's own error
- * types, then the generic ones of tt_request_error; a type from a response
- * body (an upstream's error object) counts as "body_error", anything else
- * as "other".  A fixed list keeps the window counters bounded.
- */
-static const char *const err_kinds[WC__COUNT - WC_ERRK] = {
-    "upstream_connect", "upstream_connect_timeout", "upstream_tls",
-    "upstream_reset", "upstream_timeout", "upstream_idle_timeout",
-    "upstream_bad_response", "upstream_status", "upstream_error",
-    "stream_error", "truncated", "http_status", "no_response",
-    "client_error", "body_error", "other",
-};
-enum { EK_CLIENT = 13, EK_BODY, EK_OTHER };
-_Static_assert(EK_OTHER == WC__COUNT - WC_ERRK - 1, "error kinds and counters agree");
-
-/*
- * tokentap_errors_total{type}: a fixed list of the error types requests
- * are recorded with (the record's error.type, tt_request_error); a type not
- * listed (an upstream's own error type, one added later) counts as
- * "other", so the label set stays bounded.
- */
-static const char *const err_names[] = {
-    "bad_request", "header_too_large", "payload_too_large", "request_timeout",
-    "cancelled", "upstream_connect", "upstream_connect_timeout", "upstream_tls",
-    "upstream_timeout", "upstream_idle_timeout", "upstream_reset",
-    "upstream_bad_response", "truncated", "upstream_status", "upstream_error",
-    "stream_error", "http_status", "no_response", "shadow_dropped", "proxy_error",
-    "other",
-};
-#define NERR (sizeof(err_names) / sizeof(err_names[0]))
-
-static unsigned err_index(const char *type)
-{
-    for (unsigned i = 0; i + 1 < NERR; i++)
-        if (strcmp(err_names[i], type) == 0)
-            return i;
-    return NERR - 1;
-}
+       WC_GOOD, WC_JUDGED, WC_ERRK, WC__COUNT = WC_ERRK + TT_EK__COUNT };
 
 enum { TOK_INPUT, TOK_OUTPUT, TOK_REASONING, TOK__COUNT };
 static const char *const tok_names[TOK__COUNT] = { "input", "output", "reasoning" };
 
-const char *const tt_agg_family_names[TT_FAM__COUNT] = {
-    [TT_FAM_TTFT]    = "tokentap_time_to_first_token_seconds",
-    [TT_FAM_TTFO]    = "tokentap_time_to_first_output_token_seconds",
-    [TT_FAM_ITL]     = "tokentap_inter_token_latency_seconds",
-    [TT_FAM_ICL]     = "tokentap_inter_chunk_latency_seconds",
-    [TT_FAM_LATENCY] = "tokentap_request_latency_seconds",
-    [TT_FAM_ISL]     = "tokentap_input_sequence_length_tokens",
-    [TT_FAM_OSL]     = "tokentap_output_sequence_length_tokens",
-    [TT_FAM_SERVER_PREFILL] = "tokentap_server_prefill_seconds",
-    [TT_FAM_CLIENT_TTFT] = "tokentap_client_time_to_first_token_seconds",
-    [TT_FAM_CLIENT_TTFO] = "tokentap_client_time_to_first_output_token_seconds",
-    [TT_FAM_CLIENT_LATENCY] = "tokentap_client_request_latency_seconds",
-};
+/* the family tables, from the metric rows marked FAM (metrics/metric.h) */
+#define ROWS(X) TT_METRICS(X) TT_METRIC_ICL(X)
+#define FAMROW(id, tag, unit, header, abbr, rank, higher, fam, family, help, buckets) \
+    ONLY_##fam(id, family, help, buckets)
+#define ONLY_NOFAM(id, family, help, buckets)
 
-static const char *const family_help[TT_FAM__COUNT] = {
-    [TT_FAM_TTFT]    = "Time to the first token event, reasoning included (streaming, ok requests).",
-    [TT_FAM_TTFO]    = "Time to the first answer (non-reasoning) token event (streaming, ok requests).",
-    [TT_FAM_ITL]     = "(request latency - TTFT) / (output tokens - 1) per ok request.",
-    [TT_FAM_ICL]     = "Gaps between consecutive token events, one observation per gap.",
-    [TT_FAM_LATENCY] = "Request latency: last token event (streaming) or response complete.",
-    [TT_FAM_ISL]     = "Input (prompt) tokens per ok request, from usage.",
-    [TT_FAM_OSL]     = "Output tokens (answer + reasoning) per ok request.",
-    [TT_FAM_SERVER_PREFILL] = "Prompt processing time the server itself reports (llama.cpp prompt_ms, Ollama prompt_eval_duration) per ok request.",
-    [TT_FAM_CLIENT_TTFT] = "Time until the client's TCP acknowledged the first token event (streaming, ok requests).",
-    [TT_FAM_CLIENT_TTFO] = "Time until the client's TCP acknowledged the first answer token event (streaming, ok requests).",
-    [TT_FAM_CLIENT_LATENCY] = "Time until the client's TCP acknowledged the whole response (ok requests).",
-};
+#define ONLY_FAM(id, family, help, buckets) [TT_FAM_##id] = family,
+const char *const tt_agg_family_names[TT_FAM__COUNT] = { ROWS(FAMROW) };
+#undef ONLY_FAM
 
-/* the per-request metric feeding each family (ICL is fed from the gaps) */
-static const int family_metric[TT_FAM__COUNT] = {
-    [TT_FAM_TTFT] = TT_M_TTFT, [TT_FAM_TTFO] = TT_M_TTFO,
-    [TT_FAM_ITL] = TT_M_ITL, [TT_FAM_ICL] = -1,
-    [TT_FAM_LATENCY] = TT_M_REQUEST_LATENCY, [TT_FAM_ISL] = TT_M_ISL,
-    [TT_FAM_OSL] = TT_M_OSL, [TT_FAM_SERVER_PREFILL] = TT_M_SERVER_PREFILL,
-    [TT_FAM_CLIENT_TTFT] = TT_M_CLIENT_TTFT, [TT_FAM_CLIENT_TTFO] = TT_M_CLIENT_TTFO,
-    [TT_FAM_CLIENT_LATENCY] = TT_M_CLIENT_LATENCY,
-};
+#define ONLY_FAM(id, family, help, buckets) [TT_FAM_##id] = help,
+static const char *const family_help[TT_FAM__COUNT] = { ROWS(FAMROW) };
+#undef ONLY_FAM
+
+/* the metric feeding each family (TT_M_ICL: fed from the gaps) */
+#define ONLY_FAM(id, family, help, buckets) [TT_FAM_##id] = TT_M_##id,
+static const int family_metric[TT_FAM__COUNT] = { ROWS(FAMROW) };
+#undef ONLY_FAM
+
+enum { B_LATENCY, B_GAP, B_TOKENS };
+#define ONLY_FAM(id, family, help, buckets) [TT_FAM_##id] = B_##buckets,
+static const unsigned char family_buckets[TT_FAM__COUNT] = { ROWS(FAMROW) };
+#undef ONLY_FAM
 
 static const double latency_buckets[] = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
@@ -158,7 +105,7 @@ struct series {
     uint64_t       injected;        /* requests --inject-usage rewrote */
     uint64_t       token_events;
     uint64_t       parse_errors;
-    uint64_t       errors[NERR];    /* by err_names[] */
+    uint64_t       errors[TT_EK__COUNT];    /* by error kind */
     struct fam_hist h[TT_FAM__COUNT];
 };
 
@@ -388,10 +335,10 @@ struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts)
         if (opts && opts->buckets[f]) {
             src = opts->buckets[f];
             n = opts->nbuckets[f];
-        } else if (f == TT_FAM_ITL || f == TT_FAM_ICL) {
+        } else if (family_buckets[f] == B_GAP) {
             src = gap_buckets;
             n = N(gap_buckets);
-        } else if (f == TT_FAM_ISL || f == TT_FAM_OSL) {
+        } else if (family_buckets[f] == B_TOKENS) {
             src = token_buckets;
             n = N(token_buckets);
         } else {
@@ -548,25 +495,6 @@ static uint64_t to_window(int metric, double v)
     return v > 0 ? (uint64_t)llround(v) : 0;
 }
 
-/* the window counter of an error request's kind */
-static unsigned err_kind(const struct tt_request *r)
-{
-    int code;
-    const char *type, *msg;
-    unsigned k;
-
-    if (!tt_request_error(r, &code, &type, &msg) || type == NULL)
-        return WC_ERRK + EK_OTHER;
-    if (r->err_type == NULL && r->s.error)
-        return WC_ERRK + EK_BODY;
-    for (k = 0; k < EK_CLIENT; k++)
-        if (strcmp(type, err_kinds[k]) == 0)
-            return WC_ERRK + k;
-    if (r->err_type != NULL && code >= 400 && code < 500)
-        return WC_ERRK + EK_CLIENT;
-    return WC_ERRK + EK_OTHER;
-}
-
 static void fam_observe(const struct tt_agg *a, struct series *s, int f, double v)
 {
     const double *b = a->bounds[f];
@@ -661,6 +589,7 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
                       const struct tt_slo_result *slo, uint64_t now_ns)
 {
     enum tt_outcome oc = tt_request_outcome(r);
+    int ek = tt_request_errkind(r);     /* -1 exactly when oc is ok */
     int good = slo != NULL && slo->good && oc == TT_OUT_OK;
     struct tt_wcursor c;
     struct gaps g;
@@ -673,8 +602,8 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
                                                                     : "primary")];
     tt_wstats_at(ws, now_ns, &c);
     tt_wcursor_count(ws, &c, (unsigned)oc, 1);
-    if (oc == TT_OUT_ERROR)
-        tt_wcursor_count(ws, &c, err_kind(r), 1);
+    if (ek >= 0)
+        tt_wcursor_count(ws, &c, WC_ERRK + (unsigned)ek, 1);
     if (a->recent == NULL)
         a->recent = calloc(1, sizeof(*a->recent));
     if (a->recent != NULL)
@@ -719,17 +648,13 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
     s->parse_errors += r->s.parse_errors;
     if (r->usage_injected)
         s->injected++;
-    {
-        int code;
-        const char *type, *msg;
-        if (tt_request_error(r, &code, &type, &msg))
-            s->errors[err_index(type ? type : "")]++;
-    }
+    if (ek >= 0)
+        s->errors[ek]++;
 
     if (oc == TT_OUT_OK) {
         for (int f = 0; f < TT_FAM__COUNT; f++) {
             int id = family_metric[f];
-            if (id < 0 || !(m->present & (1u << id)))
+            if (id == TT_M_ICL || !(m->present & (1u << id)))
                 continue;
             double v = m->v[id];
             if (strcmp(tt_metric_unit[id], "ms") == 0)
@@ -810,7 +735,7 @@ int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src)
         d->injected += s->injected;
         d->token_events += s->token_events;
         d->parse_errors += s->parse_errors;
-        for (unsigned i = 0; i < NERR; i++)
+        for (unsigned i = 0; i < TT_EK__COUNT; i++)
             d->errors[i] += s->errors[i];
         for (int f = 0; f < TT_FAM__COUNT; f++) {
             for (unsigned i = 0; i <= dst->nb[f]; i++)
@@ -890,7 +815,7 @@ static void family_head(struct evbuffer *out, const char *name,
 static void expose_errors(const struct tt_agg *a, struct evbuffer *out)
 {
     for (const struct series *s = a->first; s != NULL; s = s->order) {
-        uint64_t sum[NERR];
+        uint64_t sum[TT_EK__COUNT];
         int seen = 0;
         char up[UPSTREAM_LEN * 3 + 1], api[API_LEN * 3 + 1];
 
@@ -902,15 +827,15 @@ static void expose_errors(const struct tt_agg *a, struct evbuffer *out)
         memset(sum, 0, sizeof(sum));
         for (const struct series *q = s; q != NULL; q = q->order)
             if (strcmp(q->upstream, s->upstream) == 0 && strcmp(q->api, s->api) == 0)
-                for (unsigned i = 0; i < NERR; i++)
+                for (unsigned i = 0; i < TT_EK__COUNT; i++)
                     sum[i] += q->errors[i];
         up[escape_label(up, s->upstream)] = '\0';
         api[escape_label(api, s->api)] = '\0';
-        for (unsigned i = 0; i < NERR; i++)
+        for (unsigned i = 0; i < TT_EK__COUNT; i++)
             if (sum[i] > 0)
                 evbuffer_add_printf(out,
                                     "tokentap_errors_total{upstream=\"%s\",api=\"%s\",type=\"%s\"} %llu\n",
-                                    up, api, err_names[i], (unsigned long long)sum[i]);
+                                    up, api, tt_errkind_names[i], (unsigned long long)sum[i]);
     }
 }
 
@@ -1010,8 +935,8 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
                             s->labels, (unsigned long long)s->parse_errors);
 
     family_head(out, "tokentap_errors_total", "counter",
-                "Failed requests by error type (the record's error.type; "
-                "types not listed count as other).");
+                "Requests that did not end ok, by error kind (the record's error.kind, "
+                "cancelled included).");
     expose_errors(a, out);
 
     family_head(out, "tokentap_records_dropped_total", "counter",
@@ -1280,7 +1205,7 @@ static cJSON *windows_json(struct tt_agg *const *aggs, unsigned n, const char *n
         cJSON *ek = cJSON_AddObjectToObject(w, "errors");
         for (unsigned i = WC_ERRK; ek != NULL && i < WC__COUNT; i++)
             if (cnt[i] > 0)
-                cJSON_AddNumberToObject(ek, err_kinds[i - WC_ERRK], (double)cnt[i]);
+                cJSON_AddNumberToObject(ek, tt_errkind_names[i - WC_ERRK], (double)cnt[i]);
         cJSON_AddItemToObject(w, "good_requests",
                               num_or_null((double)cnt[WC_GOOD], slo_seen));
         cJSON_AddItemToObject(w, "request_throughput",
@@ -1300,7 +1225,7 @@ static cJSON *windows_json(struct tt_agg *const *aggs, unsigned n, const char *n
         for (int i = 0; i < TT_M__COUNT; i++)
             add_metric_stats(ms, tt_metric_tag[i], tt_metric_unit[i], &hs[i],
                              window_scale(i));
-        add_metric_stats(ms, "inter_chunk_latency", "ms", &hs[WH_ICL], 1000.0);
+        add_metric_stats(ms, tt_metric_tag[TT_M_ICL], tt_metric_unit[TT_M_ICL], &hs[WH_ICL], 1000.0);
     }
     return wins;
 fail:

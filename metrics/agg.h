@@ -48,21 +48,20 @@
 struct evbuffer;
 struct tt_recorder;
 
-/* the Prometheus histogram families */
+/*
+ * The Prometheus histogram families: TT_FAM_<ID> for each metric row of
+ * metrics/metric.h marked FAM (TT_FAM_TTFT, TT_FAM_REQUEST_LATENCY, ...),
+ * the gaps' TT_FAM_ICL last.  Names and help come from those rows.
+ */
+#define TT_FAM_ROW_FAM(id) TT_FAM_##id,
+#define TT_FAM_ROW_NOFAM(id)
+#define TT_FAM_ENUM(id, tag, unit, header, abbr, rank, higher, fam, ...) TT_FAM_ROW_##fam(id)
 enum tt_agg_family {
-    TT_FAM_TTFT = 0,        /* tokentap_time_to_first_token_seconds */
-    TT_FAM_TTFO,            /* tokentap_time_to_first_output_token_seconds */
-    TT_FAM_ITL,             /* tokentap_inter_token_latency_seconds */
-    TT_FAM_ICL,             /* tokentap_inter_chunk_latency_seconds */
-    TT_FAM_LATENCY,         /* tokentap_request_latency_seconds */
-    TT_FAM_ISL,             /* tokentap_input_sequence_length_tokens */
-    TT_FAM_OSL,             /* tokentap_output_sequence_length_tokens */
-    TT_FAM_SERVER_PREFILL,  /* tokentap_server_prefill_seconds (server-reported) */
-    TT_FAM_CLIENT_TTFT,     /* tokentap_client_time_to_first_token_seconds */
-    TT_FAM_CLIENT_TTFO,     /* tokentap_client_time_to_first_output_token_seconds */
-    TT_FAM_CLIENT_LATENCY,  /* tokentap_client_request_latency_seconds */
+    TT_METRICS(TT_FAM_ENUM)
+    TT_METRIC_ICL(TT_FAM_ENUM)
     TT_FAM__COUNT
 };
+#undef TT_FAM_ENUM
 
 extern const char *const tt_agg_family_names[TT_FAM__COUNT];
 

@@ -6,6 +6,7 @@
 #include "metrics/clock.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 const char *const tt_outcome_names[TT_OUT__COUNT] = {
@@ -202,38 +203,61 @@ enum tt_outcome tt_request_outcome(const struct tt_request *r)
     return TT_OUT_OK;
 }
 
+const char *tt_request_upstream_type(const struct tt_request *r)
+{
+    const char *t = r->s.error_type;
+
+    if (!r->s.error || t[strspn(t, "0123456789")] == '\0')
+        return NULL;
+    return t;
+}
+
+/* the type tokentap set itself, not one copied from the upstream (r->s) */
+static const char *own_type(const struct tt_request *r)
+{
+    const char *t = r->err_type;
+
+    if (t != NULL && (uintptr_t)t >= (uintptr_t)&r->s &&
+        (uintptr_t)t < (uintptr_t)(&r->s + 1))
+        return NULL;
+    return t;
+}
+
+int tt_request_errkind(const struct tt_request *r)
+{
+    const char *own = own_type(r);
+
+    return tt_errkind_classify(own, r->s.error || (r->err_type != NULL && own == NULL),
+                               r->status, r->s.streaming, r->cancelled);
+}
+
 int tt_request_error(const struct tt_request *r, int *code, const char **type,
                      const char **msg)
 {
+    int kind = tt_request_errkind(r);
+    const char *up = tt_request_upstream_type(r);
+
+    if (kind < 0)
+        return 0;
     if (r->err_type != NULL) {
         *code = r->err_code;
         *type = r->err_type;
         *msg = r->err_msg;
         return 1;
     }
+    *type = up != NULL ? up : tt_errkind_names[kind];
     if (r->cancelled) {
         *code = 499;
-        *type = "cancelled";
         *msg = "client closed the connection before the response ended";
-        return 1;
-    }
-    if (r->s.error) {
+    } else if (r->s.error) {
         *code = r->status >= 400 ? r->status : 500;
-        *type = r->s.error_type[0] ? r->s.error_type : "stream_error";
         *msg = r->s.error_message;
-        return 1;
-    }
-    if (r->status >= 400) {
+    } else if (r->status >= 400) {
         *code = r->status;
-        *type = "http_status";
         *msg = "upstream answered with an error status";
-        return 1;
-    }
-    if (r->status == 0) {
+    } else {
         *code = 502;
-        *type = "no_response";
         *msg = "no response was received";
-        return 1;
     }
-    return 0;
+    return 1;
 }

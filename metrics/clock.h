@@ -35,6 +35,7 @@
 
 #include <stdint.h>
 
+#include "metrics/errkind.h"
 #include "metrics/metric.h"
 #include "metrics/request.h"
 
@@ -76,9 +77,22 @@ enum tt_outcome tt_request_outcome(const struct tt_request *r);
 
 /*
  * The error triple for the record, or 0 when the request is ok.  <type> and
- * <msg> point into <r> or at static strings.
+ * <msg> point into <r> or at static strings.  <type> is the most specific
+ * name known: the type tokentap set, else the upstream's own type, else the
+ * kind's name (AIPerf's error.type); group by tt_request_errkind instead.
  */
 int tt_request_error(const struct tt_request *r, int *code, const char **type,
                      const char **msg);
+
+/*
+ * The kind (enum tt_errkind, metrics/errkind.h) of a request that did not
+ * end ok, cancelled ones included; -1 for an ok request.  The one grouping
+ * of failures records, /metrics, /stats and the report share.
+ */
+int tt_request_errkind(const struct tt_request *r);
+
+/* the upstream's own error type when its error object named one (not a
+ * bare number), else NULL; points into <r> */
+const char *tt_request_upstream_type(const struct tt_request *r);
 
 #endif

@@ -21,11 +21,7 @@
 #include "proxy/target.h"
 
 enum { D_TTFT, D_TTFO, D_ITL, D_LATENCY, D_OSL, D__COUNT };
-static const char *const d_tag[D__COUNT] = {
-    "time_to_first_token", "time_to_first_output_token", "inter_token_latency",
-    "request_latency", "output_sequence_length",
-};
-static const char *const d_unit[D__COUNT] = { "ms", "ms", "ms", "ms", "tokens" };
+/* the metrics compared (tag and unit from metrics/metric.h) */
 static const int d_metric[D__COUNT] = {
     TT_M_TTFT, TT_M_TTFO, TT_M_ITL, TT_M_REQUEST_LATENCY, TT_M_OSL,
 };
@@ -165,7 +161,7 @@ void tt_pair_leg_done(struct tt_pair *p, unsigned idx, const struct tt_request *
         s->done = 1;
         s->ok = tt_request_outcome(r) == TT_OUT_OK;
         s->err = !s->ok;
-        s->dropped = r->err_type != NULL && strcmp(r->err_type, "shadow_dropped") == 0;
+        s->dropped = tt_request_errkind(r) == TT_EK_SHADOW_DROPPED;
         for (int k = 0; k < D__COUNT; k++)
             s->v[k] = m->present & (1u << d_metric[k]) ? m->v[d_metric[k]] : NAN;
         memcpy(s->finish, r->s.finish_reason, sizeof(s->finish));
@@ -228,13 +224,13 @@ static void window_json(const struct ring *r, uint64_t now, uint64_t span,
         unsigned n = 0;
         uint64_t lo, hi;
         double cov;
-        cJSON *m = cJSON_AddObjectToObject(diff, d_tag[k]);
+        cJSON *m = cJSON_AddObjectToObject(diff, tt_metric_tag[d_metric[k]]);
         for (unsigned i = 0; i < r->n; i++) {
             const struct sample *s = &r->s[i];
             if (now - s->t <= span && !isnan(s->d[k]))
                 buf[n++] = s->d[k];
         }
-        cJSON_AddStringToObject(m, "unit", d_unit[k]);
+        cJSON_AddStringToObject(m, "unit", tt_metric_unit[d_metric[k]]);
         cJSON_AddNumberToObject(m, "count", n);
         if (n == 0)
             continue;

@@ -727,6 +727,13 @@ char *tt_record_format(const struct tt_request *r,
         jw_i64(&w, code);
         JW_LIT(&w, ",\"type\":");
         jw_str(&w, type ? type : "error");
+        JW_LIT(&w, ",\"kind\":");
+        jw_str(&w, tt_errkind_names[tt_request_errkind(r)]);
+        const char *up = tt_request_upstream_type(r);
+        if (up != NULL) {
+            JW_LIT(&w, ",\"upstream_type\":");
+            jw_str(&w, up);
+        }
         JW_LIT(&w, ",\"message\":");
         jw_str(&w, msg ? msg : "");
         jw_raw(&w, "}", 1);

@@ -43,71 +43,16 @@
 /* the profile_export_aiperf.json schema written (AIPerf docs/reference/json-export-schema.md) */
 #define AIPERF_SCHEMA "1.5"
 
-#define ICL TT_M__COUNT                 /* metric index of inter_chunk_latency */
-#define NMETRIC (TT_M__COUNT + 1)
+#define ICL TT_M_ICL                    /* metric index of inter_chunk_latency */
+#define NMETRIC TT_M_NAMED
 
-/* AIPerf's display names (metric classes' `header`) */
-static const char *const header_of[NMETRIC] = {
-    [TT_M_TTFT]              = "Time to First Token",
-    [TT_M_TTST]              = "Time to Second Token",
-    [TT_M_TTFO]              = "Time to First Output Token",
-    [TT_M_REQUEST_LATENCY]   = "Request Latency",
-    [TT_M_ITL]               = "Inter Token Latency",
-    [TT_M_OTPS_USER]         = "Output Token Throughput Per User",
-    [TT_M_ISL]               = "Input Sequence Length",
-    [TT_M_OSL]               = "Output Sequence Length",
-    [TT_M_OUTPUT_TOKENS]     = "Output Token Count",
-    [TT_M_REASONING_TOKENS]  = "Reasoning Token Count",
-    [TT_M_REASONING_LATENCY] = "Reasoning Latency",
-    [TT_M_CACHED_INPUT]      = "Cached Input Tokens",
-    [TT_M_SERVER_PREFILL]    = "Server Prefill",
-    [TT_M_SERVER_QUEUE]      = "Server Queue",
-    [TT_M_TTFT_OUTSIDE]      = "TTFT Outside Server",
-    [TT_M_CLIENT_TTFT]       = "Client Time to First Token",
-    [TT_M_CLIENT_TTFO]       = "Client Time to First Output Token",
-    [TT_M_CLIENT_LATENCY]    = "Client Request Latency",
-    [TT_M_DELIVERY_DELAY]    = "Delivery Delay",
-    [ICL]                    = "Inter Chunk Latency",
-};
-
-/* shorter labels, used when the full table is wider than the terminal */
-static const char *const abbr_of[NMETRIC] = {
-    [TT_M_TTFT]              = "TTFT (ms)",
-    [TT_M_TTST]              = "TTST (ms)",
-    [TT_M_TTFO]              = "TTFO (ms)",
-    [TT_M_REQUEST_LATENCY]   = "Latency (ms)",
-    [TT_M_ITL]               = "ITL (ms)",
-    [TT_M_OTPS_USER]         = "Tok/s/user",
-    [TT_M_ISL]               = "ISL (tokens)",
-    [TT_M_OSL]               = "OSL (tokens)",
-    [TT_M_OUTPUT_TOKENS]     = "Output tokens",
-    [TT_M_REASONING_TOKENS]  = "Reasoning tokens",
-    [TT_M_REASONING_LATENCY] = "Reasoning (ms)",
-    [TT_M_CLIENT_TTFT]       = "Client TTFT (ms)",
-    [TT_M_CLIENT_TTFO]       = "Client TTFO (ms)",
-    [TT_M_CLIENT_LATENCY]    = "Client latency (ms)",
-    [TT_M_DELIVERY_DELAY]    = "Delivery (ms)",
-    [ICL]                    = "ICL (ms)",
-};
-
-/* console and export order: the SPEC's table, ICL after ITL */
-static const int order[NMETRIC] = {
-    TT_M_TTFT, TT_M_TTST, TT_M_TTFO, TT_M_REQUEST_LATENCY, TT_M_ITL, ICL,
-    TT_M_OTPS_USER, TT_M_ISL, TT_M_OSL, TT_M_OUTPUT_TOKENS,
-    TT_M_REASONING_TOKENS, TT_M_REASONING_LATENCY,
-    TT_M_CLIENT_TTFT, TT_M_CLIENT_TTFO, TT_M_CLIENT_LATENCY, TT_M_DELIVERY_DELAY,
-    TT_M_CACHED_INPUT, TT_M_SERVER_QUEUE, TT_M_SERVER_PREFILL, TT_M_TTFT_OUTSIDE,
-};
-
-static const char *tag_of(int m)
-{
-    return m == ICL ? "inter_chunk_latency" : tt_metric_tag[m];
-}
-
-static const char *unit_of(int m)
-{
-    return m == ICL ? "ms" : tt_metric_unit[m];
-}
+/* names (AIPerf's display names as headers), short labels and the console
+ * and export order: the metric rows of metrics/metric.h */
+#define header_of tt_metric_header
+#define abbr_of   tt_metric_abbr
+#define order     tt_metric_order
+#define tag_of(m)  tt_metric_tag[m]
+#define unit_of(m) tt_metric_unit[m]
 
 static const char *const pct_names[TT_RPT_NPCT] = {
     "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99",
@@ -1242,38 +1187,43 @@ static void print_scalars(FILE *out, const struct scalars *c)
     table_free(t);
 }
 
+/* errors by kind (metrics/errkind.h), the grouping /metrics and /stats use */
 static void print_errors(FILE *out, const struct tt_rset *s)
 {
     if (s->errors == 0) {
         fprintf(out, "Errors: none\n");
         return;
     }
-    struct table *t = table_new("Errors by type", 4);
+    struct table *t = table_new("Errors by type", 5);
     if (t == NULL)
         return;
     snprintf(t->hdr[0], 48, "Type");
-    snprintf(t->hdr[1], 48, "Code");
-    snprintf(t->hdr[2], 48, "Count");
-    snprintf(t->hdr[3], 48, "First message");
-    t->left[3] = 1;
-    /* most frequent first */
-    unsigned idx[TT_RPT_TABLE];
-    for (unsigned i = 0; i < s->errtypes.n; i++)
-        idx[i] = i;
-    for (unsigned i = 1; i < s->errtypes.n; i++)
-        for (unsigned j = i; j > 0 && s->errtypes.e[idx[j]].count > s->errtypes.e[idx[j - 1]].count; j--) {
+    snprintf(t->hdr[1], 48, "Count");
+    snprintf(t->hdr[2], 48, "Codes");
+    snprintf(t->hdr[3], 48, "Upstream types");
+    snprintf(t->hdr[4], 48, "First message");
+    t->left[2] = t->left[3] = t->left[4] = 1;
+    /* most frequent first, ties in the kinds' order */
+    unsigned idx[TT_EK__COUNT], n = 0;
+    for (unsigned k = 0; k < TT_EK__COUNT; k++)
+        if (s->errkinds[k].count > 0)
+            idx[n++] = k;
+    for (unsigned i = 1; i < n; i++)
+        for (unsigned j = i; j > 0 && s->errkinds[idx[j]].count > s->errkinds[idx[j - 1]].count; j--) {
             unsigned x = idx[j];
             idx[j] = idx[j - 1];
             idx[j - 1] = x;
         }
-    for (unsigned i = 0; i < s->errtypes.n; i++) {
-        const struct tt_rcount *e = &s->errtypes.e[idx[i]];
+    for (unsigned i = 0; i < n; i++) {
+        const struct tt_rkind *e = &s->errkinds[idx[i]];
         int r = table_row(t);
-        snprintf(t->cell[r][0], TCELL, "%s", e->name);
-        if (e->code)
-            snprintf(t->cell[r][1], TCELL, "%d", e->code);
-        fmt_count(t->cell[r][2], TCELL, e->count);
-        snprintf(t->cell[r][3], TCELL, "%.60s", e->detail);
+        size_t o = 0;
+        snprintf(t->cell[r][0], TCELL, "%s", tt_errkind_names[idx[i]]);
+        fmt_count(t->cell[r][1], TCELL, e->count);
+        for (unsigned c = 0; c < e->ncodes && o < TCELL; c++)
+            o += (size_t)snprintf(t->cell[r][2] + o, TCELL - o, "%s%d", c ? ", " : "", e->codes[c]);
+        snprintf(t->cell[r][3], TCELL, "%.60s", e->upstream_types);
+        snprintf(t->cell[r][4], TCELL, "%.60s", e->detail);
     }
     table_print(out, t);
     table_free(t);

@@ -277,6 +277,56 @@ static const char *str_of(const cJSON *o, const char *k)
     return cJSON_IsString(j) ? j->valuestring : NULL;
 }
 
+/*
+ * Count an error under its kind: the record's error.kind; a record that
+ * predates it (or names a kind this build does not know) is classified
+ * from its type and status the way tokentap classifies a request
+ * (tt_errkind_classify), a type that is no kind being the upstream's own.
+ */
+static void kind_bump(struct tt_rset *s, const cJSON *err, const cJSON *meta,
+                      int cancelled, int code, const char *msg)
+{
+    const char *kname = err ? str_of(err, "kind") : NULL;
+    const char *type = err ? str_of(err, "type") : NULL;
+    const char *up = err ? str_of(err, "upstream_type") : NULL;
+    int k = kname ? tt_errkind_by_name(kname) : -1;
+
+    if (k < 0) {
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(meta, "status");
+        int status = cJSON_IsNumber(st) ? (int)st->valuedouble : 0;
+        int named = type != NULL && tt_errkind_by_name(type) >= 0;
+        /* "http_status": the old fallback for an error status */
+        int upstream_named = type != NULL && !named && strcmp(type, "http_status") != 0;
+        k = tt_errkind_classify(named ? type : NULL, upstream_named, status,
+                                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "stream")),
+                                cancelled);
+        if (k < 0)                      /* an error object under a 2xx */
+            k = TT_EK_UPSTREAM_ERROR;
+        if (up == NULL && upstream_named)
+            up = type;
+    }
+    struct tt_rkind *e = &s->errkinds[k];
+    if (e->count++ == 0)
+        snprintf(e->detail, sizeof(e->detail), "%s", msg ? msg : "");
+    unsigned i = 0;
+    while (i < e->ncodes && e->codes[i] != code)
+        i++;
+    if (i == e->ncodes && e->ncodes < TT_RKIND_CODES && code != 0)
+        e->codes[e->ncodes++] = code;
+    if (up != NULL && up[0]) {
+        size_t len = strlen(e->upstream_types), n = strlen(up);
+        const char *p = e->upstream_types;
+        int seen = 0;
+        while (!seen && (p = strstr(p, up)) != NULL) {
+            seen = (p == e->upstream_types || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0');
+            p += n;
+        }
+        if (!seen && len + n + 2 < sizeof(e->upstream_types))
+            snprintf(e->upstream_types + len, sizeof(e->upstream_types) - len, "%s%s",
+                     len ? ", " : "", up);
+    }
+}
+
 static int passes(const struct tt_rfilter *f, const cJSON *meta, int64_t start,
                   int have_start)
 {
@@ -397,9 +447,11 @@ void tt_rset_add_line(struct tt_rset *s, const char *line, size_t len)
         const cJSON *code = cJSON_IsObject(err)
                                 ? cJSON_GetObjectItemCaseSensitive(err, "code") : NULL;
         const char *msg = cJSON_IsObject(err) ? str_of(err, "message") : NULL;
-        table_bump(&s->errtypes, type ? type : (cancelled ? "cancelled" : "error"),
-                   cJSON_IsNumber(code) ? (int)code->valuedouble : (cancelled ? 499 : 0),
+        int icode = cJSON_IsNumber(code) ? (int)code->valuedouble : (cancelled ? 499 : 0);
+        table_bump(&s->errtypes, type ? type : (cancelled ? "cancelled" : "error"), icode,
                    msg ? msg : (cancelled ? "the client went away before the end" : NULL));
+        kind_bump(s, cJSON_IsObject(err) ? err : NULL, meta, cancelled, icode,
+                  msg ? msg : (cancelled ? "the client went away before the end" : NULL));
         s->errors++;
         if (cancelled)
             s->cancelled++;

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "metrics/errkind.h"
 #include "metrics/hist.h"
 #include "metrics/metric.h"
 #include "metrics/report_stats.h"
@@ -62,6 +63,16 @@ struct tt_rtable {
     unsigned         n;
     uint64_t         overflow;   /* entries that found no slot */
     struct tt_rcount e[TT_RPT_TABLE];
+};
+
+/* the errors of one kind (metrics/errkind.h), the report's grouping */
+#define TT_RKIND_CODES 4
+struct tt_rkind {
+    uint64_t count;
+    int      codes[TT_RKIND_CODES];  /* distinct codes, first seen first */
+    unsigned ncodes;
+    char     upstream_types[96];     /* distinct error.upstream_type, ", " */
+    char     detail[160];            /* first message seen */
 };
 
 struct tt_rfilter {
@@ -106,7 +117,8 @@ struct tt_rset {
     size_t          nrows, caprows, max_exact;
     uint64_t        rows_dropped;
 
-    struct tt_rtable errtypes;   /* name = type, code = HTTP code */
+    struct tt_rtable errtypes;   /* name = type, code = HTTP code (the AIPerf export) */
+    struct tt_rkind  errkinds[TT_EK__COUNT];   /* by error.kind (the console table) */
     struct tt_rtable schemas;
     struct tt_rtable sources;    /* valid records by token_count_source */
     struct tt_rtable upstreams;  /* every record by metadata.upstream, before filters */

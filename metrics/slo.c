@@ -27,7 +27,7 @@ static const struct {
 /* higher is better for throughput tags: the constraint is value >= limit */
 static int metric_is_ge(int metric)
 {
-    return metric == TT_M_OTPS_USER;
+    return tt_metric_higher[metric];
 }
 
 static int metric_lookup(const char *tag, size_t len)

@@ -196,8 +196,8 @@ def test_report_small_sample_percentiles_are_marked(t):
 
 
 # the columns of --format csv/json that hold text, not numbers
-TEXT_COLUMNS = {"Metric", "set", "Slice (UTC)", "Type", "First message",
-                "few_samples", "approximate"}
+TEXT_COLUMNS = {"Metric", "set", "Slice (UTC)", "Type", "Codes", "Upstream types",
+                "First message", "few_samples", "approximate"}
 
 
 def with_errors(t):

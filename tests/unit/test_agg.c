@@ -221,8 +221,9 @@ static void test_goodput_ten_requests(void **state)
     tt_agg_free(a);
 }
 
-/* errors by type: summed over models, unknown types as "other", merged
- * across workers, valid exposition */
+/* errors by kind: summed over models, merged across workers, valid
+ * exposition; a type that is no kind is tokentap's own (proxy_error) and
+ * an upstream's own type its status kind: no "other", no unbounded label */
 static void test_errors_by_type(void **state)
 {
     struct tt_agg *a = tt_agg_new(NULL), *b = tt_agg_new(NULL);
@@ -243,13 +244,23 @@ static void test_errors_by_type(void **state)
     observe(b, &r, NULL, T0);
     tt_request_reset(&r);
     stream_req(&r, "m1", 100, 2, 10);
+    r.status = 400;
+    r.s.error = 1;
+    snprintf(r.s.error_type, sizeof(r.s.error_type), "invalid_request_error");
+    tt_request_set_error(&r, 400, r.s.error_type, "x");
+    observe(a, &r, NULL, T0);
+    tt_request_reset(&r);
+    stream_req(&r, "m1", 100, 2, 10);
     observe(a, &r, NULL, T0);
     tt_request_reset(&r);
 
     char *t = prom(both, 2);
     assert_true(has_line(t, "tokentap_errors_total{upstream=\"primary\",api=\"openai.chat\",type=\"truncated\"} 2"));
-    assert_true(has_line(t, "tokentap_errors_total{upstream=\"primary\",api=\"openai.chat\",type=\"other\"} 1"));
+    assert_true(has_line(t, "tokentap_errors_total{upstream=\"primary\",api=\"openai.chat\",type=\"proxy_error\"} 1"));
+    assert_true(has_line(t, "tokentap_errors_total{upstream=\"primary\",api=\"openai.chat\",type=\"upstream_status\"} 1"));
     assert_null(strstr(t, "a_type_added_later"));
+    assert_null(strstr(t, "invalid_request_error"));
+    assert_null(strstr(t, "type=\"other\""));
     assert_null(strstr(t, "type=\"upstream_reset\""));    /* zero: not listed */
     int ok = promtool_ok(t);
     free(t);
@@ -559,10 +570,47 @@ static void test_promtool_present(void **state)
     }
 }
 
+/* the histogram families take their names from the metric rows
+ * (metrics/metric.h): exactly the names /metrics always had */
+static void test_family_names(void **state)
+{
+    static const char *const want[] = {
+        "tokentap_time_to_first_token_seconds",
+        "tokentap_time_to_first_output_token_seconds",
+        "tokentap_inter_token_latency_seconds",
+        "tokentap_inter_chunk_latency_seconds",
+        "tokentap_request_latency_seconds",
+        "tokentap_input_sequence_length_tokens",
+        "tokentap_output_sequence_length_tokens",
+        "tokentap_server_prefill_seconds",
+        "tokentap_client_time_to_first_token_seconds",
+        "tokentap_client_time_to_first_output_token_seconds",
+        "tokentap_client_request_latency_seconds",
+    };
+    struct tt_agg *a = tt_agg_new(NULL);
+    struct tt_request r;
+    char line[160];
+    (void)state;
+
+    assert_int_equal(TT_FAM__COUNT, sizeof(want) / sizeof(want[0]));
+    stream_req(&r, "m", 100, 3, 10);
+    observe(a, &r, NULL, T0);
+    tt_request_reset(&r);
+    char *t = prom(&a, 1);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        snprintf(line, sizeof(line), "# TYPE %s histogram", want[i]);
+        if (!has_line(t, line))
+            fail_msg("missing: %s", line);
+    }
+    free(t);
+    tt_agg_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_promtool_present),
+        cmocka_unit_test(test_family_names),
         cmocka_unit_test(test_goodput_ten_requests),
         cmocka_unit_test(test_errors_and_no_slo),
         cmocka_unit_test(test_errors_by_type),

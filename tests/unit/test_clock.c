@@ -328,6 +328,137 @@ static void test_errors(void **state)
     tt_request_reset(&r);
 }
 
+/* every finished request maps to one fixed kind, the same exactly when it
+ * is not ok; the upstream's own type is kept beside it */
+static void test_error_kinds(void **state)
+{
+    struct tt_request r;
+    const char *type, *msg;
+    int code;
+    (void)state;
+
+    /* tokentap's own errors: the type it set is the kind */
+    static const struct { const char *type; int code; int kind; } own[] = {
+        { "bad_request", 400, TT_EK_BAD_REQUEST },
+        { "request_timeout", 408, TT_EK_REQUEST_TIMEOUT },
+        { "payload_too_large", 413, TT_EK_PAYLOAD_TOO_LARGE },
+        { "header_too_large", 431, TT_EK_HEADER_TOO_LARGE },
+        { "upstream_connect", 502, TT_EK_UPSTREAM_CONNECT },
+        { "upstream_timeout", 504, TT_EK_UPSTREAM_TIMEOUT },
+        { "upstream_reset", 502, TT_EK_UPSTREAM_RESET },
+        { "truncated", 502, TT_EK_TRUNCATED },
+        { "upstream_status", 503, TT_EK_UPSTREAM_STATUS },
+        { "shadow_dropped", 0, TT_EK_SHADOW_DROPPED },
+        { "proxy_error", 502, TT_EK_PROXY_ERROR },
+        /* a name that is no kind is tokentap's own mistake, never "other" */
+        { "a_typo", 502, TT_EK_PROXY_ERROR },
+    };
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+        begin(&r, 1);
+        tt_request_set_error(&r, own[i].code, own[i].type, "x");
+        assert_int_equal(tt_request_errkind(&r), own[i].kind);
+        assert_null(tt_request_upstream_type(&r));
+        assert_int_equal(tt_request_error(&r, &code, &type, &msg), 1);
+        assert_string_equal(type, own[i].type);
+        tt_request_reset(&r);
+    }
+
+    /* an upstream 400 with an OpenAI error body (proxy/stream.c sets the
+     * upstream's type, which lives in r->s): kind upstream_status */
+    begin(&r, 0);
+    r.status = 400;
+    r.s.error = 1;
+    strcpy(r.s.error_type, "invalid_request_error");
+    tt_request_set_error(&r, 400, r.s.error_type, "bad");
+    assert_int_equal(tt_request_errkind(&r), TT_EK_UPSTREAM_STATUS);
+    assert_string_equal(tt_request_upstream_type(&r), "invalid_request_error");
+    assert_int_equal(tt_request_error(&r, &code, &type, &msg), 1);
+    assert_string_equal(type, "invalid_request_error");    /* AIPerf's error.type */
+    tt_request_reset(&r);
+
+    /* an upstream that names its type "bad_request" is still the upstream's */
+    begin(&r, 0);
+    r.status = 400;
+    r.s.error = 1;
+    strcpy(r.s.error_type, "bad_request");
+    tt_request_set_error(&r, 400, r.s.error_type, "bad");
+    assert_int_equal(tt_request_errkind(&r), TT_EK_UPSTREAM_STATUS);
+    assert_string_equal(tt_request_upstream_type(&r), "bad_request");
+    tt_request_reset(&r);
+
+    /* a 503 server_error; an Ollama-style error without a type under 500 */
+    begin(&r, 1);
+    r.status = 503;
+    r.s.error = 1;
+    strcpy(r.s.error_type, "server_error");
+    tt_request_set_error(&r, 503, r.s.error_type, "down");
+    assert_int_equal(tt_request_errkind(&r), TT_EK_UPSTREAM_STATUS);
+    tt_request_reset(&r);
+    begin(&r, 0);
+    r.status = 500;
+    r.s.error = 1;
+    tt_request_set_error(&r, 500, "upstream_error", "model not found");
+    assert_int_equal(tt_request_errkind(&r), TT_EK_UPSTREAM_STATUS);
+    assert_null(tt_request_upstream_type(&r));
+    tt_request_reset(&r);
+
+    /* an error status and no body error; a bare numeric code is no type */
+    begin(&r, 0);
+    r.status = 429;
+    r.s.error = 1;
+    strcpy(r.s.error_type, "429");
+    assert_int_equal(tt_request_errkind(&r), TT_EK_UPSTREAM_STATUS);
+    assert_null(tt_request_upstream_type(&r));
+    assert_int_equal(tt_request_error(&r, &code, &type, &msg), 1);
+    assert_string_equal(type, "upstream_status");
+    tt_request_reset(&r);
+
+    /* errors in the body under 200: in a stream, in a JSON body */
+    begin(&r, 1);
+    r.s.error = 1;
+    strcpy(r.s.error_type, "overloaded_error");
+    tt_request_set_error(&r, 500, r.s.error_type, "Overloaded");
+    assert_int_equal(tt_request_errkind(&r), TT_EK_STREAM_ERROR);
+    assert_string_equal(tt_request_upstream_type(&r), "overloaded_error");
+    tt_request_reset(&r);
+    begin(&r, 0);
+    r.s.error = 1;
+    assert_int_equal(tt_request_errkind(&r), TT_EK_UPSTREAM_ERROR);
+    tt_request_reset(&r);
+
+    /* cancelled beats the cause set before; no response at all */
+    begin(&r, 1);
+    tt_request_set_error(&r, 502, "truncated", "x");
+    r.cancelled = 1;
+    assert_int_equal(tt_request_errkind(&r), TT_EK_CANCELLED);
+    assert_int_equal(tt_request_outcome(&r), TT_OUT_CANCELLED);
+    tt_request_reset(&r);
+    tt_request_init(&r);
+    assert_int_equal(tt_request_errkind(&r), TT_EK_NO_RESPONSE);
+    tt_request_reset(&r);
+
+    /* ok: no kind */
+    begin(&r, 0);
+    finish(&r, 20);
+    assert_int_equal(tt_request_errkind(&r), -1);
+    tt_request_reset(&r);
+
+    /* the names round-trip; a kind exactly when the outcome is not ok */
+    for (int k = 0; k < TT_EK__COUNT; k++)
+        assert_int_equal(tt_errkind_by_name(tt_errkind_names[k]), k);
+    assert_int_equal(tt_errkind_by_name("other"), -1);
+    for (int status = 0; status < 600; status += 50)
+        for (int bits = 0; bits < 8; bits++) {
+            begin(&r, bits & 1);
+            r.status = status;
+            r.s.error = (bits >> 1) & 1;
+            r.cancelled = (bits >> 2) & 1;
+            assert_int_equal(tt_request_errkind(&r) >= 0,
+                             tt_request_outcome(&r) != TT_OUT_OK);
+            tt_request_reset(&r);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +470,7 @@ int main(void)
         cmocka_unit_test(test_usage_estimate),
         cmocka_unit_test(test_stream_without_tokens),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_error_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

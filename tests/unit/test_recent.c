@@ -232,8 +232,8 @@ static void test_buckets_errors_slo(void **state)
     cJSON *ek = cJSON_GetObjectItem(w, "errors");
     assert_int_equal(cJSON_GetArraySize(ek), 3);
     assert_int_equal(cJSON_GetObjectItem(ek, "upstream_connect_timeout")->valueint, 1);
-    assert_int_equal(cJSON_GetObjectItem(ek, "client_error")->valueint, 1);
-    assert_int_equal(cJSON_GetObjectItem(ek, "body_error")->valueint, 1);
+    assert_int_equal(cJSON_GetObjectItem(ek, "bad_request")->valueint, 1);
+    assert_int_equal(cJSON_GetObjectItem(ek, "stream_error")->valueint, 1);
 
     cJSON *slo = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "slo"), "default");
     assert_true(cJSON_GetObjectItem(slo, "time_to_first_token")->valuedouble == 300);

@@ -366,10 +366,31 @@ static void test_slices(void **state)
     tt_rset_free(&s);
 }
 
+/* the report's rows come from the metric rows' ranks (metrics/metric.h):
+ * the order the report always had, every metric once */
+static void test_metric_order(void **state)
+{
+    static const int want[TT_M_NAMED] = {
+        TT_M_TTFT, TT_M_TTST, TT_M_TTFO, TT_M_REQUEST_LATENCY, TT_M_ITL, TT_M_ICL,
+        TT_M_OTPS_USER, TT_M_ISL, TT_M_OSL, TT_M_OUTPUT_TOKENS,
+        TT_M_REASONING_TOKENS, TT_M_REASONING_LATENCY,
+        TT_M_CLIENT_TTFT, TT_M_CLIENT_TTFO, TT_M_CLIENT_LATENCY, TT_M_DELIVERY_DELAY,
+        TT_M_CACHED_INPUT, TT_M_SERVER_QUEUE, TT_M_SERVER_PREFILL, TT_M_TTFT_OUTSIDE,
+    };
+    (void)state;
+    for (int k = 0; k < TT_M_NAMED; k++)
+        assert_int_equal(tt_metric_order[k], want[k]);
+    assert_string_equal(tt_metric_tag[TT_M_ICL], "inter_chunk_latency");
+    assert_string_equal(tt_metric_header[TT_M_OTPS_USER], "Output Token Throughput Per User");
+    assert_true(tt_metric_higher[TT_M_OTPS_USER] && !tt_metric_higher[TT_M_TTFT]);
+    assert_null(tt_metric_abbr[TT_M_CACHED_INPUT]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_percentile_linear),
+        cmocka_unit_test(test_metric_order),
         cmocka_unit_test(test_sort),
         cmocka_unit_test(test_moments),
         cmocka_unit_test(test_low_sample_rule),
