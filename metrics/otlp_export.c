@@ -113,7 +113,10 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 static int past_deadline(struct tt_otlp *x)
 {
     uint64_t d = __atomic_load_n(&x->deadline_ns, __ATOMIC_ACQUIRE);
-    return (d != 0 && mono_ns() >= d) || (x->cut != NULL && *x->cut);
+    /* <cut> is set before the deadline is published (tt_otlp_stop) */
+    if (d == 0)
+        return 0;
+    return mono_ns() >= d || (x->cut != NULL && *x->cut);
 }
 
 static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
