@@ -59,7 +59,7 @@ SYSTEMD_CFLAGS := $(shell pkg-config --cflags libsystemd 2>/dev/null)
 SYSTEMD_LIBS   := $(shell pkg-config --libs libsystemd 2>/dev/null || echo -lsystemd)
 
 CFLAGS_ALL := $(STD) $(OPT) $(WARN) -I. $(LLHTTP_CFLAGS) $(SYSTEMD_CFLAGS) -DTT_VERSION=\"$(VERSION)\" $(CPPFLAGS) $(CFLAGS)
-LIBS := -levent_openssl -levent -levent_pthreads -lssl -lcrypto -lcjson -linih -lpthread -lm \
+LIBS := -levent_openssl -levent -levent_pthreads -lssl -lcrypto -lcjson -linih -lcurl -lz -lpthread -lm \
         $(LLHTTP_LIBS) $(SYSTEMD_LIBS)
 
 CORE_SRC := $(filter-out proxy/main.c,$(wildcard proxy/*.c metrics/*.c tls/*.c))

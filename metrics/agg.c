@@ -21,6 +21,7 @@
 #include "metrics/hist.h"
 #include "metrics/pairs.h"
 #include "metrics/recent.h"
+#include "metrics/otlp_export.h"
 #include "metrics/record.h"
 #include "metrics/semconv.h"
 
@@ -140,6 +141,7 @@ struct tt_agg {
     _Atomic int64_t  inflight;
     _Atomic uint64_t started;   /* requests started, for the systemd status */
     struct tt_recorder *rec;
+    struct tt_otlp     *otlp;       /* span exporter, NULL when off */
     int                semconv_mode;   /* enum tt_semconv_mode */
     struct tt_semconv *sc;             /* the gen_ai_* families (metrics/semconv.c) */
 };
@@ -411,6 +413,12 @@ void tt_agg_set_recorder(struct tt_agg *a, struct tt_recorder *rec)
 {
     a->rec = rec;
 }
+
+void tt_agg_set_otlp(struct tt_agg *a, struct tt_otlp *x)
+{
+    a->otlp = x;
+}
+
 
 void tt_agg_set_slos(struct tt_agg *a, const struct tt_slo_set *set)
 {
@@ -811,6 +819,27 @@ static void family_head(struct evbuffer *out, const char *name,
                         type);
 }
 
+/* the span exporter's counters (metrics/otlp_export.h), when it runs */
+static void expose_otlp(const struct tt_agg *a, struct evbuffer *out)
+{
+    struct tt_otlp_counts c;
+
+    if (a->otlp == NULL)
+        return;
+    tt_otlp_counts(a->otlp, &c);
+    family_head(out, "tokentap_otlp_spans_exported_total", "counter",
+                "Spans an OTLP receiver accepted.");
+    evbuffer_add_printf(out, "tokentap_otlp_spans_exported_total %llu\n",
+                        (unsigned long long)c.exported);
+    family_head(out, "tokentap_otlp_spans_dropped_total", "counter",
+                "Spans lost: the exporter's queue was full (queue_full) or their "
+                "batch could not be delivered (export_failed).");
+    evbuffer_add_printf(out, "tokentap_otlp_spans_dropped_total{reason=\"queue_full\"} %llu\n"
+                        "tokentap_otlp_spans_dropped_total{reason=\"export_failed\"} %llu\n",
+                        (unsigned long long)c.dropped_queue,
+                        (unsigned long long)c.dropped_export);
+}
+
 /* errors by (upstream, api), summed over the model label */
 static void expose_errors(const struct tt_agg *a, struct evbuffer *out)
 {
@@ -943,6 +972,7 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
                 "Records that could not be queued or written.");
     evbuffer_add_printf(out, "tokentap_records_dropped_total %llu\n",
                         (unsigned long long)tt_recorder_dropped(a->rec));
+    expose_otlp(a, out);
 
     family_head(out, "tokentap_inflight_requests", "gauge",
                 "Requests in flight.");

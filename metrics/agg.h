@@ -90,6 +90,9 @@ void tt_agg_free(struct tt_agg *a);
 
 /* for tokentap_records_dropped_total; <rec> borrowed, may be NULL */
 void tt_agg_set_recorder(struct tt_agg *a, struct tt_recorder *rec);
+/* the span exporter whose counters /metrics shows (NULL: none) */
+struct tt_otlp;
+void tt_agg_set_otlp(struct tt_agg *a, struct tt_otlp *x);
 
 /* the SLOs in force, shown by /stats ("slo"); NULL = none configured */
 void tt_agg_set_slos(struct tt_agg *a, const struct tt_slo_set *set);

@@ -126,6 +126,22 @@ struct tt_delivery_stats {
 
 struct tt_pair;
 
+/*
+ * W3C trace context of one request (SPEC section 14), decided when its
+ * head is handled (proxy/trace.c), exported as a span (metrics/otlp.c).
+ * Ids are raw bytes; all zero means absent.
+ */
+#define TT_TRACESTATE_MAX 512
+struct tt_trace {
+    uint8_t  trace_id[16];
+    uint8_t  span_id[8];        /* this leg's span */
+    uint8_t  parent_id[8];      /* the incoming traceparent's span, or zero */
+    uint8_t  link_id[8];        /* a shadow leg: the primary's span, or zero */
+    uint8_t  flags;             /* trace-flags (01: sampled) */
+    unsigned on:1;              /* ids decided (--otlp-endpoint or --trace-propagate) */
+    char     state[TT_TRACESTATE_MAX + 1];  /* tracestate that came with it */
+};
+
 struct tt_request {
     uint64_t t0;                /* monotonic ns: first byte of the request */
     int64_t  start_wall_ns;     /* unix ns at t0 */
@@ -169,6 +185,7 @@ struct tt_request {
     unsigned    has_digest:1;   /* <digest> is the answer text's (compare_output) */
     uint64_t    digest;         /* FNV-1a 64 of the answer text */
     struct tt_pair *pair;       /* the mirrored request's legs; shared, NULL when none */
+    struct tt_trace trace;      /* span ids (proxy/trace.c) */
     const char *inspect_skipped;/* body not read: "budget", "too_large",
                                    "not_json"...; static, NULL = read */
 

@@ -50,10 +50,10 @@ _Static_assert(TT_LOG_LOGFMT == 0 && TT_LOG_JSON == 1,
                "log_format_names[] follows enum tt_log_format");
 
 enum sect { S_PROXY, S_UPSTREAM, S_TLS, S_ADMIN, S_RECORD, S_SLO, S_LIMITS,
-            S__COUNT };
+            S_TRACE, S__COUNT };
 
 static const char *const sect_names[S__COUNT] = {
-    "proxy", "upstream", "tls", "admin", "record", "slo", "limits",
+    "proxy", "upstream", "tls", "admin", "record", "slo", "limits", "trace",
 };
 
 static const char *const sect_help[S__COUNT] = {
@@ -64,6 +64,7 @@ static const char *const sect_help[S__COUNT] = {
     "per-request JSONL records",
     "SLOs of a good request, for goodput",
     "limits and timeouts",
+    "OpenTelemetry spans over OTLP/HTTP, W3C trace context (docs/traces.md)",
 };
 
 enum otype { T_STR, T_BOOL, T_UINT, T_SIZE, T_DUR, T_ENUM, T_FRAC };
@@ -90,6 +91,7 @@ static const char *const log_format_names[] = { "logfmt", "json", NULL };
 static const char *const think_names[] = { "auto", "on", "off", NULL };
 static const char *const cancel_names[] = { "cancel", "finish", NULL };
 static const char *const onoff_names[] = { "off", "on", NULL };
+static const char *const otlp_protocol_names[] = { "http/protobuf", "http/json", NULL };
 
 static int check_listen(const char *v, char *err, size_t errlen);
 static int check_admin(const char *v, char *err, size_t errlen);
@@ -97,8 +99,11 @@ static int check_upstream(const char *v, char *err, size_t errlen);
 static int check_goodput(const char *v, char *err, size_t errlen);
 static int check_paths(const char *v, char *err, size_t errlen);
 static int check_header_name(const char *v, char *err, size_t errlen);
+static int check_otlp_endpoint(const char *v, char *err, size_t errlen);
+static int check_otlp_header(const char *v, char *err, size_t errlen);
 static int opt_set(void *base, const struct opt *o, const char *v,
                    char *err, size_t errlen);
+static int key_index(const char *key);
 
 #define F(field) offsetof(struct tt_config, field), \
                  sizeof(((struct tt_config *)0)->field)
@@ -234,6 +239,21 @@ static const struct opt opts[] = {
     { "inspect_budget", S_LIMITS, T_SIZE, F(inspect_budget), "64m", "SIZE",
       64 * KIB, 64 * GIB, NULL, NULL,
       "all body copies together, process-wide" },
+    /* [trace] */
+    { "otlp_endpoint", S_TRACE, T_STR, F(otlp_endpoint), "", "URL", 0, 0, NULL,
+      check_otlp_endpoint,
+      "export a span per request to URL/v1/traces (OTLP/HTTP), empty = off" },
+    { "otlp_protocol", S_TRACE, T_ENUM, F(otlp_protocol), "http/protobuf", "PROTOCOL",
+      0, 0, otlp_protocol_names, NULL,
+      "span encoding: http/protobuf or http/json" },
+    { "otlp_header", S_TRACE, T_STR, F(otlp_header), "", "K=V", 0, 0, NULL,
+      check_otlp_header,
+      "header sent with each export, e.g. authorization (repeatable; K=V,K=V)" },
+    { "otlp_queue", S_TRACE, T_UINT, F(otlp_queue), "4096", "N", 1, 1048576,
+      NULL, NULL, "spans queued for the exporter before drops (counted)" },
+    { "trace_propagate", S_TRACE, T_BOOL, F(trace_propagate), "false", NULL,
+      0, 0, NULL, NULL,
+      "send traceparent upstream naming tokentap's span (changes forwarded bytes)" },
 };
 
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
@@ -304,6 +324,65 @@ static int check_admin(const char *v, char *err, size_t errlen)
         if (strncmp(err, "expected ", 9) == 0)
             snprintf(err, errlen, "expected ADDR:PORT or off, got '%.200s'", v);
         return -1;
+    }
+    return 0;
+}
+
+static int check_otlp_endpoint(const char *v, char *err, size_t errlen)
+{
+    if (*v == '\0')
+        return 0;
+    if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) {
+        snprintf(err, errlen, "expected an http:// or https:// URL, got '%.200s'", v);
+        return -1;
+    }
+    {
+        const char *host = strstr(v, "//") + 2;
+        const char *at = strchr(host, '@'), *sl = strchr(host, '/');
+        if (at != NULL && (sl == NULL || at < sl)) {
+            snprintf(err, errlen, "credentials in the URL are not accepted "
+                     "(send them with otlp_header)");
+            return -1;
+        }
+    }
+    if (strchr(v, ' ') != NULL || strchr(v, '?') != NULL || strchr(v, '#') != NULL) {
+        snprintf(err, errlen, "expected a URL without blanks, query or fragment, "
+                 "got '%.200s'", v);
+        return -1;
+    }
+    return 0;
+}
+
+/* K=V[,K=V...]: a header name (token characters), '=', a value; the
+ * value is secret and never shown in a message */
+static int check_otlp_header(const char *v, char *err, size_t errlen)
+{
+    const char *p = v;
+
+    while (*p) {
+        const char *end = strchr(p, ','), *eq;
+        size_t len = end ? (size_t)(end - p) : strlen(p), n;
+
+        eq = memchr(p, '=', len);
+        if (eq == NULL || eq == p) {
+            snprintf(err, errlen, "expected NAME=VALUE (a list separated by commas)");
+            return -1;
+        }
+        for (n = 0; p + n < eq; n++)
+            if (!isalnum((unsigned char)p[n]) && strchr("!#$%&'*+-.^_`|~", p[n]) == NULL) {
+                snprintf(err, errlen, "'%.*s' is not a header name",
+                         (int)((size_t)(eq - p) > 64 ? 64 : (size_t)(eq - p)), p);
+                return -1;
+            }
+        for (const char *q = eq + 1; q < p + len; q++)
+            if ((unsigned char)*q < 0x20 && *q != '\t') {
+                snprintf(err, errlen, "control character in the value of '%.*s'",
+                         (int)((size_t)(eq - p) > 64 ? 64 : (size_t)(eq - p)), p);
+                return -1;
+            }
+        p += len;
+        if (*p == ',')
+            p++;
     }
     return 0;
 }
@@ -609,6 +688,17 @@ static int opt_set(void *base, const struct opt *o, const char *v,
         }
         if (o->check && o->check(v, err, errlen) < 0)
             return -1;
+        if (o->check == check_otlp_header && field[0] && v[0]) {
+            /* repeatable: each flag adds to the list */
+            size_t have = strlen(field);
+            if (have + 1 + strlen(v) >= o->size) {
+                snprintf(err, errlen, "too many headers (max %zu bytes)", o->size - 1);
+                return -1;
+            }
+            field[have] = ',';
+            memcpy(field + have + 1, v, strlen(v) + 1);
+            return 0;
+        }
         memset(field, 0, o->size);      /* no tail of an older value */
         memcpy(field, v, strlen(v));
         return 0;
@@ -1223,6 +1313,142 @@ static void print_version(FILE *out)
  * or the config reference was printed on stdout, -1 with <err> set to
  * "--flag: reason" (or the file's "FILE:LINE: ..." error).
  */
+/* %XX escapes decoded in place (OTEL_EXPORTER_OTLP_HEADERS values are
+ * percent-encoded, as W3C Baggage's) */
+static void percent_decode(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (s[0] == '%' && isxdigit((unsigned char)s[1]) && isxdigit((unsigned char)s[2])) {
+            char hx[3] = { s[1], s[2], 0 };
+            *o++ = (char)strtol(hx, NULL, 16);
+            s += 2;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+}
+
+/* <v> with blanks at both ends cut, into <out> */
+static void trim_into(char *out, size_t len, const char *v, size_t n)
+{
+    while (n > 0 && (*v == ' ' || *v == '\t')) {
+        v++;
+        n--;
+    }
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    snprintf(out, len, "%.*s", (int)n, v);
+}
+
+static const char *env_of(const char *a, const char *b, const char **which)
+{
+    const char *v = getenv(a);
+    *which = a;
+    if (v == NULL || *v == '\0') {
+        v = getenv(b);
+        *which = b;
+    }
+    return v != NULL && *v != '\0' ? v : NULL;
+}
+
+/*
+ * The traces URL and the OpenTelemetry variables for what the file and
+ * the flags left unset, as the OpenTelemetry SDKs read them:
+ * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is the URL as is,
+ * OTEL_EXPORTER_OTLP_ENDPOINT a base that gets /v1/traces;
+ * OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL http/protobuf or http/json (grpc is
+ * not spoken); OTEL_EXPORTER_OTLP_[TRACES_]HEADERS K=V,K=V, values
+ * percent-decoded.  The signal's own variable wins over the general one.
+ */
+static int otlp_resolve(struct tt_config *c, char *err, size_t errlen)
+{
+    const char *v, *which;
+    char reason[512];
+    int k;
+
+    c->otlp_url[0] = '\0';
+    if (c->otlp_endpoint[0]) {
+        size_t n = strlen(c->otlp_endpoint);
+        while (n > 0 && c->otlp_endpoint[n - 1] == '/')
+            n--;
+        snprintf(c->otlp_url, sizeof(c->otlp_url), "%.*s/v1/traces", (int)n,
+                 c->otlp_endpoint);
+    } else if ((v = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) != NULL && *v) {
+        if (check_otlp_endpoint(v, reason, sizeof(reason)) < 0 ||
+            strlen(v) >= sizeof(c->otlp_url)) {
+            snprintf(err, errlen, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: %s",
+                     strlen(v) >= sizeof(c->otlp_url) ? "too long" : reason);
+            return -1;
+        }
+        snprintf(c->otlp_url, sizeof(c->otlp_url), "%s", v);
+    } else if ((v = getenv("OTEL_EXPORTER_OTLP_ENDPOINT")) != NULL && *v) {
+        size_t n = strlen(v);
+        if (check_otlp_endpoint(v, reason, sizeof(reason)) < 0 ||
+            n >= TT_PATH_MAX) {
+            snprintf(err, errlen, "OTEL_EXPORTER_OTLP_ENDPOINT: %s",
+                     n >= TT_PATH_MAX ? "too long" : reason);
+            return -1;
+        }
+        snprintf(c->otlp_url, sizeof(c->otlp_url), "%s%s", v,
+                 v[n - 1] == '/' ? "v1/traces" : "/v1/traces");
+    }
+    k = key_index("otlp_protocol");
+    if (c->src.line[k] == 0 &&
+        (v = env_of("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL",
+                    &which)) != NULL) {
+        if (strcmp(v, "http/protobuf") == 0)
+            c->otlp_protocol = TT_OTLP_PROTOBUF;
+        else if (strcmp(v, "http/json") == 0)
+            c->otlp_protocol = TT_OTLP_JSON;
+        else {
+            snprintf(err, errlen, "%s: expected http/protobuf or http/json, got "
+                     "'%.100s'%s", which, v,
+                     strcmp(v, "grpc") == 0 ? " (tokentap speaks OTLP/HTTP, not gRPC)" : "");
+            return -1;
+        }
+    }
+    if (c->otlp_header[0] == '\0' &&
+        (v = env_of("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS",
+                    &which)) != NULL) {
+        char item[1024], key[256], val[1024];
+        size_t o = 0;
+        while (*v) {
+            const char *end = strchr(v, ','), *eq;
+            size_t len = end ? (size_t)(end - v) : strlen(v);
+            trim_into(item, sizeof(item), v, len);
+            v += len + (end ? 1 : 0);
+            if (item[0] == '\0')
+                continue;
+            eq = strchr(item, '=');
+            if (eq == NULL) {
+                snprintf(err, errlen, "%s: expected NAME=VALUE items separated by "
+                         "commas", which);
+                return -1;
+            }
+            trim_into(key, sizeof(key), item, (size_t)(eq - item));
+            trim_into(val, sizeof(val), eq + 1, strlen(eq + 1));
+            percent_decode(key);
+            percent_decode(val);
+            int n = snprintf(c->otlp_header + o, sizeof(c->otlp_header) - o, "%s%s=%s",
+                             o ? "," : "", key, val);
+            if (n < 0 || (size_t)n >= sizeof(c->otlp_header) - o) {
+                snprintf(err, errlen, "%s: too long", which);
+                c->otlp_header[0] = '\0';
+                return -1;
+            }
+            o += (size_t)n;
+        }
+        if (check_otlp_header(c->otlp_header, reason, sizeof(reason)) < 0) {
+            snprintf(err, errlen, "%s: %s", which, reason);
+            c->otlp_header[0] = '\0';
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int tt_config_args(struct tt_config *c, int argc, char **argv, char *err,
                    size_t errlen)
 {
@@ -1360,7 +1586,7 @@ int tt_config_args(struct tt_config *c, int argc, char **argv, char *err,
         }
         c->src.line[o - opts] = -1;
     }
-    return 0;
+    return otlp_resolve(c, err, errlen);
 }
 
 /* the errors of tt_config_check(), one line each */
@@ -1645,6 +1871,30 @@ static void print_shadow(const struct tt_shadow_cfg *sh, FILE *out,
     }
 }
 
+/* "K=V,K=V" shown as "K=<hidden>,...": header values are secrets */
+static void redact_headers(char *val)
+{
+    char out[TT_PATH_MAX + 64];
+    size_t o = 0;
+    const char *p = val;
+
+    while (*p && o + 80 < sizeof(out)) {
+        const char *end = strchr(p, ','), *eq;
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        eq = memchr(p, '=', len);
+        size_t nl = eq ? (size_t)(eq - p) : len;
+        if (nl > 64)
+            nl = 64;
+        o += (size_t)snprintf(out + o, sizeof(out) - o, "%s%.*s=<hidden>",
+                              o ? "," : "", (int)nl, p);
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    out[o] = '\0';
+    memcpy(val, out, o + 1);
+}
+
 /* print every section of <c>; with <comments>, the reference layout */
 static int print_config(const struct tt_config *c, FILE *out, int comments)
 {
@@ -1659,6 +1909,8 @@ static int print_config(const struct tt_config *c, FILE *out, int comments)
             if (o->sect != s)
                 continue;
             opt_format(c, o, val, sizeof(val));
+            if (o->check == check_otlp_header)
+                redact_headers(val);
             if (comments)
                 fprintf(out, "\n# %s\n", o->help);
             if (comments && o->check == check_upstream)

@@ -24,6 +24,8 @@ struct tt_config_model_slo {
     char goodput[1024];
 };
 
+enum tt_otlp_protocol { TT_OTLP_PROTOBUF = 0, TT_OTLP_JSON };
+
 enum tt_log_level { TT_LOG_ERROR = 0, TT_LOG_WARN, TT_LOG_INFO, TT_LOG_DEBUG };
 enum tt_log_format { TT_LOG_LOGFMT = 0, TT_LOG_JSON };
 
@@ -115,6 +117,16 @@ struct tt_config {
     int      compare_output;        /* [record] answer digests: 0 */
     size_t   inspect_max_bytes;     /* request body copy for the inspector: 1048576 */
     size_t   inspect_budget;        /* all inspector copies: 67108864 */
+    /* [trace] (metrics/otlp_export.c, proxy/trace.c) */
+    char     otlp_endpoint[TT_PATH_MAX]; /* base URL, spans go to URL/v1/traces; "" off */
+    int      otlp_protocol;         /* enum tt_otlp_protocol: http/protobuf */
+    char     otlp_header[4096];     /* "K=V,K=V" sent with each export; secret */
+    unsigned otlp_queue;            /* spans queued for the exporter: 4096 */
+    int      trace_propagate;       /* traceparent upstream: 0 */
+    /* resolved by tt_config_args() from otlp_endpoint or, when unset, the
+     * OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT variables: the URL spans are
+     * POSTed to, "" = no export */
+    char     otlp_url[TT_PATH_MAX + 16];
     /* where each value came from, for tt_config_check()'s messages; last,
      * so that two configs with the same values compare equal up to it */
     struct tt_config_src {

@@ -70,6 +70,7 @@
 #include "proxy/log.h"
 #include "proxy/server.h"
 #include "proxy/stream.h"
+#include "proxy/trace.h"
 #include "proxy/usagewire.h"
 #include "proxy/worker.h"
 #include "tls/tls.h"
@@ -719,6 +720,9 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
     char target[512];
     int upgrade;
 
+    /* the span ids, decided now so that they can go upstream */
+    if (cfg->otlp_url[0] || cfg->trace_propagate)
+        tt_trace_begin(&c->req.trace, &c->rqh);
     if (c->rqh.overflow || c->head_bytes > cfg->max_header_bytes) {
         fail_request(c, 431, "header_too_large", "request header block too large");
         return -1;

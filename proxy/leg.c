@@ -42,6 +42,7 @@
 #include "proxy/log.h"
 #include "proxy/stream.h"
 #include "proxy/upstream.h"
+#include "proxy/trace.h"
 #include "proxy/usagewire.h"
 #include "proxy/worker.h"
 #include "tls/tls.h"
@@ -226,6 +227,7 @@ static void copy_client_side(struct tt_request *d, const struct tt_request *s)
     d->start_wall_ns = s->start_wall_ns;
     d->ts[TT_TS_REQUEST_COMPLETE] = s->ts[TT_TS_REQUEST_COMPLETE];
     memcpy(d->request_id, s->request_id, sizeof(d->request_id));
+    tt_trace_child(&d->trace, &s->trace);   /* own span, same trace */
     memcpy(d->method, s->method, sizeof(d->method));
     memcpy(d->path, s->path, sizeof(d->path));
     memcpy(d->model, s->model, sizeof(d->model));
@@ -308,9 +310,12 @@ int tt_leg_head(struct tt_leg *l, const struct tt_head *rqh, const char *method,
     const struct tt_url *up = &l->t->url;
     const struct tt_shadow_cfg *sh = l->t->sh;
     struct evbuffer *out = l->out;
-    const char *skip[2 * TT_SHADOW_EDITS + 1];
-    size_t lens[2 * TT_SHADOW_EDITS + 1];
+    const char *skip[2 * TT_SHADOW_EDITS + 3];
+    size_t lens[2 * TT_SHADOW_EDITS + 3];
     unsigned n = 0, i;
+    /* --trace-propagate: the client's trace context is replaced by one
+     * naming this leg's span as the parent (proxy/trace.c) */
+    int trace = l->w->cfg->trace_propagate && l->req->trace.on;
 
     l->is_head = strcmp(method, "HEAD") == 0;
     if (sh != NULL) {
@@ -326,6 +331,12 @@ int tt_leg_head(struct tt_leg *l, const struct tt_head *rqh, const char *method,
     if (body_len >= 0) {            /* the body framed anew */
         skip[n] = "content-length";
         lens[n++] = 14;
+    }
+    if (trace) {
+        skip[n] = "traceparent";
+        lens[n++] = 11;
+        skip[n] = "tracestate";
+        lens[n++] = 10;
     }
     if (tt_add_str(out, method) < 0 || evbuffer_add(out, " ", 1) < 0 ||
         tt_add_str(out, up->base_path) < 0 ||
@@ -349,6 +360,18 @@ int tt_leg_head(struct tt_leg *l, const struct tt_head *rqh, const char *method,
         tt_add_str(out, "X-Request-Id: ");
         tt_add_str(out, add_id);
         evbuffer_add(out, "\r\n", 2);
+    }
+    if (trace) {
+        char tp[TT_TRACEPARENT_LEN + 1];
+        tt_traceparent_format(&l->req->trace, tp);
+        tt_add_str(out, "traceparent: ");
+        tt_add_str(out, tp);
+        evbuffer_add(out, "\r\n", 2);
+        if (l->req->trace.state[0]) {
+            tt_add_str(out, "tracestate: ");
+            tt_add_str(out, l->req->trace.state);
+            evbuffer_add(out, "\r\n", 2);
+        }
     }
     if (upgrade)
         tt_add_str(out, "Connection: upgrade\r\n");

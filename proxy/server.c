@@ -42,6 +42,7 @@
 
 #include "metrics/agg.h"
 #include "metrics/clock.h"
+#include "metrics/otlp_export.h"
 #include "metrics/pairs.h"
 #include "metrics/record.h"
 #include "proxy/access.h"
@@ -55,6 +56,7 @@
 #include "proxy/log.h"
 #include "proxy/ready.h"
 #include "proxy/sdnotify.h"
+#include "proxy/trace.h"
 #include "proxy/ratelimit.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
@@ -99,6 +101,13 @@ void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
     if (srv->access != NULL && !r->shadow) {    /* client requests only */
         line = tt_access_format(r, &m, srv->cfg.log_format, &len);
         tt_recorder_submit(srv->access, line, len);     /* NULL: counted */
+    }
+    if (srv->otlp != NULL) {          /* queued, never waits */
+        if (!r->trace.on)               /* ended before its head was whole */
+            tt_trace_begin(&r->trace, NULL);
+        const struct tt_url *u = &srv->targets[r->target_idx < srv->ntargets
+                                               ? r->target_idx : 0].url;
+        tt_otlp_submit(srv->otlp, r, &m, resp, u->host, u->port);
     }
     if (r->pair != NULL) {
         tt_pair_leg_done(r->pair, r->target_idx, r, &m);
@@ -526,6 +535,24 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
         }
         tt_agg_set_recorder(agg, srv->rec);
     }
+    if (cfg->otlp_url[0]) {
+        struct tt_otlp_opts oo = {
+            .url = cfg->otlp_url,
+            .json = cfg->otlp_protocol == TT_OTLP_JSON,
+            .headers = cfg->otlp_header,
+            .queue = cfg->otlp_queue,
+            .service_name = getenv("OTEL_SERVICE_NAME"),
+        };
+        srv->otlp = tt_otlp_start(&oo, err, sizeof(err));
+        if (srv->otlp == NULL) {
+            tt_log_error("--otlp-endpoint: %s", err);
+            goto out;
+        }
+        tt_agg_set_otlp(agg, srv->otlp);
+        /* the URL has no credentials (headers carry them) */
+        tt_log_info("traces: OTLP %s to %s", cfg->otlp_protocol == TT_OTLP_JSON
+                    ? "http/json" : "http/protobuf", cfg->otlp_url);
+    }
     if (tt_sd_listen_fd(&srv->sd_fd, err, sizeof(err)) < 0) {
         tt_log_error("%s", err);
         goto out;
@@ -625,6 +652,18 @@ out:
         for (i = 0; i < srv->nworkers; i++)
             worker_free(&srv->workers[i]);
     free(srv->workers);
+    if (srv->otlp != NULL) {
+        struct tt_otlp_counts oc;
+        /* bounded like the records: a receiver that hangs cannot hold the exit */
+        tt_agg_set_otlp(agg, NULL);
+        tt_otlp_stop(srv->otlp, cfg->drain_timeout_ms, &late_signal, &oc);
+        srv->otlp = NULL;
+        if (oc.dropped_queue + oc.dropped_export > 0)
+            tt_log_warn("traces: %llu spans exported, %llu dropped (queue full), "
+                        "%llu dropped (export failed)", (unsigned long long)oc.exported,
+                        (unsigned long long)oc.dropped_queue,
+                        (unsigned long long)oc.dropped_export);
+    }
     if (srv->rec != NULL) {
         /* bounded: a sink nobody reads (--record - into a stuck pipe) must
          * not hold the exit; what is left is dropped, counted and logged */

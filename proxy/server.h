@@ -19,6 +19,7 @@ struct tt_admin;
 struct tt_tls_ctx;
 struct tt_pairs;
 struct tt_sd;
+struct tt_otlp;
 
 struct tt_server {
     struct tt_config    cfg;        /* owned copy */
@@ -35,6 +36,7 @@ struct tt_server {
     struct tt_tls_ctx  *tls;        /* owned, may be NULL */
     struct tt_pairs    *pairs;      /* owned: shadow comparisons, NULL without shadows */
     struct tt_sd       *sd;         /* owned: systemd notifications */
+    struct tt_otlp     *otlp;       /* owned: span exporter, NULL when off */
     int                 sd_fd;      /* socket passed by systemd until the
                                        workers duplicated it, else -1 */
     int                 activated;  /* the listener came from systemd */

@@ -5,7 +5,7 @@ set -u
 
 PKGS="build-essential clang pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
 libcmocka-dev libsystemd-dev node-llhttp curl openssl python3 prometheus systemd procps chromium groff-base postgresql \
-libclang-rt-dev iproute2"
+libclang-rt-dev iproute2 libcurl4-openssl-dev zlib1g-dev protobuf-compiler"
 
 missing=""
 # `sh scripts/deps.sh deb`: what `make deb` needs on top (dpkg-buildpackage, dh)
@@ -31,6 +31,9 @@ have_hdr cjson/cJSON.h            || missing="$missing libcjson-dev"
 have_hdr ini.h                    || missing="$missing libinih-dev"
 have_hdr cmocka.h                 || missing="$missing libcmocka-dev"
 have_hdr systemd/sd-daemon.h      || missing="$missing libsystemd-dev"
+# the OTLP span exporter: libcurl sends, zlib gzips
+have_hdr curl/curl.h              || missing="$missing libcurl4-openssl-dev"
+have_hdr zlib.h                   || missing="$missing zlib1g-dev"
 if ! pkg-config --exists libllhttp 2>/dev/null && [ ! -f /usr/share/llhttp/llhttp.c ]; then
     missing="$missing node-llhttp"
 fi
@@ -45,8 +48,9 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgre
 # verify requires to exist
 [ -x /bin/kill ] || [ -x /usr/bin/kill ] || missing="$missing procps"
 # iproute2 (ip, tc): the delivery tests put a client behind a slow link
-# in a network namespace of their own
-for tool in cc clang make pkg-config curl openssl python3 promtool prometheus groff psql chromium systemd-analyze ip tc; do
+# in a network namespace of their own; protoc: the OTLP tests decode
+# exported spans with protoc --decode_raw
+for tool in cc clang make pkg-config curl openssl python3 promtool prometheus groff psql chromium systemd-analyze ip tc protoc; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
 fi
