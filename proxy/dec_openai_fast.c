@@ -104,6 +104,8 @@ struct tt_fast_memo {
     unsigned seen;              /* root keys met in them (the model: 1) */
     size_t   model_off, model_len;  /* the model's raw bytes in the prefix */
     int      has_model;
+    int      whole;             /* no prefix for this response: shapes
+                                 * cover whole events (memo_keep) */
     char     bytes[MEMO_BYTES]; /* [0, len): the prefix; then the shape's */
     /* the shape: the bytes after the prefix; 0 none */
     size_t        slen;
@@ -783,22 +785,25 @@ struct rootctx {
     struct tt_fast_memo *keep;      /* where to keep the prefix, or NULL */
 };
 
-/* the event's bytes before the "choices" key <key>, with the scan's state:
- * 1 when kept, else 0 and the empty prefix (a shape may then cover the
- * whole event): usage or an escaped model before "choices", or a prefix
- * kept before that this event did not match (a value that changes, such as
- * a timestamp, before "choices") */
+/*
+ * The event's bytes before the "choices" key <key>, with the scan's state:
+ * 1 when kept.  Else 0, and from then on the response has the empty
+ * prefix (m->whole: its shapes cover whole events): usage or an escaped
+ * model before "choices", or a prefix kept before that this event did not
+ * match (a value that changes, such as a timestamp, before "choices").
+ */
 static int memo_keep(struct rootctx *rc, const struct key *key)
 {
     struct tt_fast_memo *m = rc->keep;
     size_t len = (size_t)(key->s - 1 - rc->data);
     const char *model = rc->k->model;
-    int changed = m->len > 0;
+    int changed = m->len > 0 || m->whole;
 
     m->len = 0;
     m->slen = 0;                /* a shape belongs to its prefix */
     m->seen = 0;
     m->has_model = 0;
+    m->whole = 1;
     if (changed || (rc->seen & ~1u) != 0 || len > PREFIX_BYTES)
         return 0;
     if (model != NULL) {
@@ -813,6 +818,7 @@ static int memo_keep(struct rootctx *rc, const struct key *key)
     memcpy(m->bytes, rc->data, len);
     m->seen = rc->seen;
     m->len = len;
+    m->whole = 0;
     return 1;
 }
 
@@ -835,6 +841,8 @@ static int fn_root(struct cur *c, const struct key *key, void *ctx)
             c->log->base = rc->data + rc->keep->len;
             c->log->n = 0;
             c->log->over = 0;
+        } else if (rc->keep != NULL && c->log->base != rc->data) {
+            c->log->base = NULL;   /* values before here not noted: no shape */
         }
         return once(&rc->seen, 2) ? -1 : choices(c, k);
     }
@@ -938,12 +946,18 @@ static void chunk_init(struct chunk *k)
 static int scan(const char *data, size_t len, struct chunk *k, char *scratch,
                 struct tt_fast_memo *m, unsigned *hits, unsigned *shape_hits)
 {
-    struct holes hs = { NULL, (const char *)k, 0, 0, { { 0, 0, 0 } } };
+    struct holes hs;            /* h[] is written before it is read */
     struct cur c = { data, data + len, scratch, scratch + SCRATCH, 0, NULL };
     struct rootctx rc = { k, 0, data, NULL, NULL };
 
+    int pre;
+
+    hs.base = NULL;
+    hs.facts = (const char *)k;
+    hs.n = 0;
+    hs.over = 0;
     /* the same bytes as the kept prefix (maybe empty) */
-    int pre = m != NULL && len > m->len && memcmp(data, m->bytes, m->len) == 0;
+    pre = m != NULL && len > m->len && memcmp(data, m->bytes, m->len) == 0;
 
     if (pre && m->slen > 0 && shape_match(m, data + m->len, data + len, k, &c) == 0) {
         memo_model(m, data, k, &c);
@@ -969,8 +983,9 @@ static int scan(const char *data, size_t len, struct chunk *k, char *scratch,
         chunk_init(k);
         rc.keep = m;
         if (m != NULL) {
-            hs.base = data;     /* until a prefix is kept (fn_root) */
-            c.log = &hs;
+            c.log = &hs;        /* from the prefix's end on (fn_root) */
+            if (m->whole || m->len > 0)
+                hs.base = data; /* or no prefix: from the start */
         }
         if (object(&c, fn_root, &rc) != 0)
             return -1;
@@ -1004,7 +1019,7 @@ int tt_dec_openai_chat_fast(struct tt_stream *st, const char *data, size_t len)
         st->memo = malloc(sizeof(*st->memo));
         if (st->memo != NULL) {
             st->memo->len = st->memo->slen = 0;
-            st->memo->has_model = 0;
+            st->memo->has_model = st->memo->whole = 0;
         }
     }
     if (scan(data, len, &k, scratch, st->memo, &st->memo_hits, &st->shape_hits) != 0)
