@@ -10,8 +10,10 @@
  *
  * Certainty first: the scanner only accepts strict RFC 8259 JSON and gives
  * up (returns -1, nothing reported, the caller parses with cJSON) on
- * anything it is not sure about: \u escapes, control characters, numbers it
- * would have to convert other than plain integers, duplicate keys that
+ * anything it is not sure about: \u escapes cJSON would refuse or cut
+ * (\u0000, bad hex, lone surrogates) and any \u in a key, control
+ * characters, numbers over 40 bytes, counts it would have to convert
+ * other than plain integers, duplicate keys that
  * matter, deep nesting, an "error" or "timings" member, a legacy
  * function_call, a choice without a delta object, events over SCRATCH bytes.
  * Everything else is validated and skipped, so an event the scanner accepts
