@@ -10,8 +10,10 @@
  *
  * Certainty first: the scanner only accepts strict RFC 8259 JSON and gives
  * up (returns -1, nothing reported, the caller parses with cJSON) on
- * anything it is not sure about: \u escapes, control characters, numbers it
- * would have to convert other than plain integers, duplicate keys that
+ * anything it is not sure about: \u escapes cJSON would refuse or cut
+ * (\u0000, bad hex, lone surrogates) and any \u in a key, control
+ * characters, numbers over 40 bytes, counts it would have to convert
+ * other than plain integers, duplicate keys that
  * matter, deep nesting, an "error" or "timings" member, a legacy
  * function_call, a choice without a delta object, events over SCRATCH bytes.
  * Everything else is validated and skipped, so an event the scanner accepts
@@ -78,14 +80,23 @@ struct chunk {
  * strings, and is done.  Any difference falls back to the scan, which
  * keeps the new shape.
  */
-#define MEMO_BYTES  384
-#define SHAPE_BYTES 256
-#define SHAPE_HOLES 6
+#define MEMO_BYTES  640         /* the prefix, then the shape's bytes */
+#define PREFIX_BYTES 384
+#define SHAPE_BYTES 512
+#define SHAPE_HOLES 20         /* the memo within malloc's small sizes */
 
 struct hole {
-    uint16_t q0, q1;            /* the opening quote; past the closing one */
-    int16_t  slot;              /* the fact's offset in struct chunk; -1 none */
+    uint16_t q0, q1;            /* the value's first byte; past its last */
+    int16_t  slot;              /* a string: the fact's offset in struct
+                                 * chunk, or HOLE_STR (skipped); HOLE_NUM,
+                                 * HOLE_BOOL: a skipped number, true or
+                                 * false (null stays a fixed byte: it
+                                 * decides a legacy function_call) */
 };
+
+#define HOLE_STR (-1)
+#define HOLE_NUM (-2)
+#define HOLE_BOOL (-3)
 
 /* the chunk's facts, as far as the shape keeps them (one choice) */
 #define SHAPE_FACTS (offsetof(struct chunk, ch) + sizeof(struct choice))
@@ -95,13 +106,14 @@ struct tt_fast_memo {
     unsigned seen;              /* root keys met in them (the model: 1) */
     size_t   model_off, model_len;  /* the model's raw bytes in the prefix */
     int      has_model;
-    char     bytes[MEMO_BYTES];
+    int      whole;             /* no prefix for this response: shapes
+                                 * cover whole events (memo_keep) */
+    char     bytes[MEMO_BYTES]; /* [0, len): the prefix; then the shape's */
     /* the shape: the bytes after the prefix; 0 none */
     size_t        slen;
     unsigned      nhole;
     struct hole   hole[SHAPE_HOLES];
     unsigned char facts[SHAPE_FACTS];
-    char          sbytes[SHAPE_BYTES];
 };
 
 /* string values met by a scan after <base> (the prefix's end), for the
@@ -145,14 +157,58 @@ static const char *plain_end(const char *q, const char *e)
     return tt_jstr_stop(q, e, 1);
 }
 
+/* four hex digits at [q, q + 4) (cJSON's parse_hex4 on valid ones), or -1 */
+static long hex4(const char *q)
+{
+    long v = 0;
+    int i;
+
+    for (i = 0; i < 4; i++) {
+        unsigned char ch = (unsigned char)q[i];
+        if (ch >= '0' && ch <= '9')
+            v = v * 16 + (ch - '0');
+        else if ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'f')
+            v = v * 16 + ((ch | 0x20) - 'a' + 10);
+        else
+            return -1;
+    }
+    return v;
+}
+
+/*
+ * A \u escape at <q> (its backslash), before <e>: its code point, and in
+ * <*len> its length (6, or 12 for a surrogate pair); -1 for what cJSON
+ * would refuse or cut: a bad hex digit (cJSON reads it as 0), \u0000 (the
+ * C string would end there), a lone or reversed surrogate.
+ */
+static long uesc(const char *q, const char *e, size_t *len)
+{
+    long hi, lo;
+
+    if (e - q < 6 || (hi = hex4(q + 2)) <= 0 || (hi >= 0xDC00 && hi <= 0xDFFF))
+        return -1;
+    *len = 6;
+    if (hi < 0xD800 || hi > 0xDBFF)
+        return hi;
+    if (e - q < 12 || q[6] != '\\' || q[7] != 'u' || (lo = hex4(q + 8)) < 0xDC00 ||
+        lo > 0xDFFF)
+        return -1;
+    *len = 12;
+    return 0x10000 + (((hi & 0x3FF) << 10) | (lo & 0x3FF));
+}
+
 /*
  * A string at c->p: its raw bytes (between the quotes) in <*s>, <*n>, and
- * whether it holds escapes; -1 on \u, invalid escapes, control bytes, the
- * end of the event.
+ * whether it holds escapes (ESC_U: some of them \u); -1 on invalid escapes
+ * (and \u ones uesc() refuses), control bytes, the end of the event.
  */
+#define ESC   1
+#define ESC_U 2
+
 static int span(struct cur *c, const char **s, size_t *n, int *esc)
 {
     const char *q;
+    size_t ul;
 
     if (c->p >= c->e || *c->p != '"')
         return -1;
@@ -164,9 +220,18 @@ static int span(struct cur *c, const char **s, size_t *n, int *esc)
             return -1;
         if (*q == '"')
             break;
-        if (*q != '\\' || q + 1 >= c->e || !strchr("\"\\/bfnrt", q[1]) || q[1] == '\0')
-            return -1;      /* a control byte, \u or an invalid escape */
-        *esc = 1;
+        if (*q != '\\' || q + 1 >= c->e)
+            return -1;      /* a control byte */
+        if (q[1] == 'u') {
+            if (uesc(q, c->e, &ul) < 0)
+                return -1;
+            *esc |= ESC | ESC_U;
+            q += ul;
+            continue;
+        }
+        if (!strchr("\"\\/bfnrt", q[1]) || q[1] == '\0')
+            return -1;      /* an invalid escape */
+        *esc |= ESC;
         q += 2;
     }
     *s = c->p;
@@ -201,6 +266,28 @@ static int str(struct cur *c, const char **out)
             case 'n':  *o++ = '\n'; break;
             case 'r':  *o++ = '\r'; break;
             case 't':  *o++ = '\t'; break;
+            case 'u': {     /* as cJSON's utf16_literal_to_utf8 */
+                size_t ul;
+                unsigned long cp = (unsigned long)uesc(s + i - 1, s + n, &ul);
+
+                i += ul - 2;
+                if (cp < 0x80) {
+                    *o++ = (char)cp;
+                } else if (cp < 0x800) {
+                    *o++ = (char)(0xC0 | (cp >> 6));
+                    *o++ = (char)(0x80 | (cp & 0x3F));
+                } else if (cp < 0x10000) {
+                    *o++ = (char)(0xE0 | (cp >> 12));
+                    *o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+                    *o++ = (char)(0x80 | (cp & 0x3F));
+                } else {
+                    *o++ = (char)(0xF0 | (cp >> 18));
+                    *o++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+                    *o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+                    *o++ = (char)(0x80 | (cp & 0x3F));
+                }
+                break;
+            }
             default:   *o++ = s[i]; break;     /* " \ / */
             }
         }
@@ -211,8 +298,9 @@ static int str(struct cur *c, const char **out)
     return 0;
 }
 
-/* a key (raw bytes; a key with escapes matches none of ours, whose names
- * hold no character JSON escapes) */
+/* a key (raw bytes; a key with escapes other than \u matches none of
+ * ours, whose names hold no character JSON escapes; one with \u gives up,
+ * it might spell one of ours) */
 struct key { const char *s; size_t n; };
 
 static int is(const struct key *k, const char *name, size_t n)
@@ -226,7 +314,7 @@ static int read_key(struct cur *c, struct key *k)
 {
     int esc;
 
-    if (span(c, &k->s, &k->n, &esc) != 0)
+    if (span(c, &k->s, &k->n, &esc) != 0 || (esc & ESC_U))
         return -1;
     if (esc)
         k->n = (size_t)-1;  /* matches nothing */
@@ -238,8 +326,8 @@ static int is_digit(int ch)
     return ch >= '0' && ch <= '9';
 }
 
-/* an RFC number; <*v> = its value when it is a plain count (digits only, no
- * leading zero, at most 15 digits), else -2 */
+/* an RFC number of at most 40 bytes; <*v> = its value when it is a plain
+ * count (digits only, no leading zero, at most 15 digits), else -2 */
 static int num(struct cur *c, int64_t *v)
 {
     const char *s = c->p;
@@ -255,11 +343,17 @@ static int num(struct cur *c, int64_t *v)
     if (*c->p == '0') {
         c->p++;
     } else {
+        const char *d = c->p;
+
         while (c->p < c->e && is_digit(*c->p)) {
             n = n * 10 + (*c->p - '0');
-            if (++c->p - s > 15)
-                return -1;
+            if (++c->p - d > 15)
+                break;
         }
+        while (c->p < c->e && is_digit(*c->p))
+            c->p++;
+        if (c->p - d > 15)
+            plain = 0;          /* a nanosecond timestamp: skipped only */
     }
     if (c->p < c->e && *c->p == '.') {
         plain = 0;
@@ -305,13 +399,13 @@ static int lit(struct cur *c, const char *w, size_t n)
 
 static int skip(struct cur *c);
 
-/* a string value from <q0> (its opening quote) to c->p read into the fact
- * at <slot> (NULL: skipped), noted for the shape memo */
-static void hole(struct cur *c, const char *q0, const char **slot)
+/* a value from <q0> to c->p noted for the shape memo: a string read into
+ * the fact at <slot>, or (<slot> NULL) a skipped value of <kind> */
+static void hole(struct cur *c, const char *q0, const char **slot, int kind)
 {
     struct holes *hs = c->log;
     struct hole *h;
-    ptrdiff_t off = -1;
+    ptrdiff_t off = kind;
 
     if (hs == NULL || hs->base == NULL || q0 < hs->base)
         return;
@@ -367,16 +461,18 @@ static int skip_container(struct cur *c, char close)
 /* any value, validated and forgotten */
 static int skip(struct cur *c)
 {
-    struct key k;
     int64_t v;
     int ch = peek(c);
 
     switch (ch) {
     case '"': {
-        const char *q0 = c->p;
-        if (read_key(c, &k) != 0)
+        const char *q0 = c->p, *s;
+        size_t n;
+        int esc;
+
+        if (span(c, &s, &n, &esc) != 0)
             return -1;
-        hole(c, q0, NULL);
+        hole(c, q0, NULL, HOLE_STR);
         return 0;
     }
     case '{':
@@ -384,13 +480,24 @@ static int skip(struct cur *c)
     case '[':
         return skip_container(c, ']');
     case 't':
-        return lit(c, "true", 4);
-    case 'f':
-        return lit(c, "false", 5);
+    case 'f': {
+        const char *q0 = c->p;
+
+        if (ch == 't' ? lit(c, "true", 4) : lit(c, "false", 5))
+            return -1;
+        hole(c, q0, NULL, HOLE_BOOL);      /* a flag may change */
+        return 0;
+    }
     case 'n':
         return lit(c, "null", 4);
-    default:
-        return num(c, &v);
+    default: {
+        const char *q0 = c->p;
+
+        if (num(c, &v) != 0)
+            return -1;
+        hole(c, q0, NULL, HOLE_NUM);     /* a timestamp or a logprob changes */
+        return 0;
+    }
     }
 }
 
@@ -401,7 +508,7 @@ static int val_str(struct cur *c, const char **out)
         const char *q0 = c->p;
         if (str(c, out) != 0)
             return -1;
-        hole(c, q0, out);
+        hole(c, q0, out, 0);
         return 0;
     }
     *out = NULL;
@@ -680,29 +787,41 @@ struct rootctx {
     struct tt_fast_memo *keep;      /* where to keep the prefix, or NULL */
 };
 
-/* the event's bytes before the "choices" key <key>, with the scan's state */
-static void memo_keep(struct rootctx *rc, const struct key *key)
+/*
+ * The event's bytes before the "choices" key <key>, with the scan's state:
+ * 1 when kept.  Else 0, and from then on the response has the empty
+ * prefix (m->whole: its shapes cover whole events): usage or an escaped
+ * model before "choices", or a prefix kept before that this event did not
+ * match (a value that changes, such as a timestamp, before "choices").
+ */
+static int memo_keep(struct rootctx *rc, const struct key *key)
 {
     struct tt_fast_memo *m = rc->keep;
     size_t len = (size_t)(key->s - 1 - rc->data);
     const char *model = rc->k->model;
+    int changed = m->len > 0 || m->whole;
 
     m->len = 0;
     m->slen = 0;                /* a shape belongs to its prefix */
-    if ((rc->seen & ~1u) != 0 || len > sizeof(m->bytes))
-        return;
-    m->has_model = model != NULL;
+    m->seen = 0;
+    m->has_model = 0;
+    m->whole = 1;
+    if (changed || (rc->seen & ~1u) != 0 || len > PREFIX_BYTES)
+        return 0;
     if (model != NULL) {
         size_t n = strlen(model);
         const char *raw = rc->mraw + 1;
         if (raw + n + 1 > rc->data + len || memcmp(raw, model, n) != 0 || raw[n] != '"')
-            return;                 /* escaped: not kept */
+            return 0;               /* escaped: not kept */
         m->model_off = (size_t)(raw - rc->data);
         m->model_len = n;
+        m->has_model = 1;
     }
     memcpy(m->bytes, rc->data, len);
     m->seen = rc->seen;
     m->len = len;
+    m->whole = 0;
+    return 1;
 }
 
 static int fn_root(struct cur *c, const struct key *key, void *ctx)
@@ -718,10 +837,14 @@ static int fn_root(struct cur *c, const struct key *key, void *ctx)
         return val_str(c, &k->model);
     }
     if (IS(key, "choices")) {
-        if (rc->keep != NULL) {
-            memo_keep(rc, key);
-            if (rc->keep->len > 0 && c->log != NULL)
-                c->log->base = rc->data + rc->keep->len;
+        if (rc->keep != NULL && memo_keep(rc, key)) {
+            /* the shape starts after the prefix: the values before it
+             * are the prefix's (the model: memo_model) */
+            c->log->base = rc->data + rc->keep->len;
+            c->log->n = 0;
+            c->log->over = 0;
+        } else if (rc->keep != NULL && c->log->base != rc->data) {
+            c->log->base = NULL;   /* values before here not noted: no shape */
         }
         return once(&rc->seen, 2) ? -1 : choices(c, k);
     }
@@ -764,14 +887,21 @@ static int shape_match(const struct tt_fast_memo *m, const char *p, const char *
         const struct hole *h = &m->hole[i];
         const char *s;
         size_t n;
+        int64_t v;
         int esc;
 
         seg = h->q0 - at;
-        if ((size_t)(e - p) < seg || memcmp(p, m->sbytes + at, seg) != 0)
+        if ((size_t)(e - p) < seg || memcmp(p, m->bytes + m->len + at, seg) != 0)
             return -1;
         c->p = p + seg;
         if (h->slot >= 0) {
             if (str(c, (const char **)(void *)((char *)k + h->slot)) != 0)
+                return -1;
+        } else if (h->slot == HOLE_NUM) {
+            if (c->p >= c->e || (*c->p != '-' && !is_digit(*c->p)) || num(c, &v) != 0)
+                return -1;
+        } else if (h->slot == HOLE_BOOL) {
+            if (lit(c, "true", 4) != 0 && lit(c, "false", 5) != 0)
                 return -1;
         } else if (span(c, &s, &n, &esc) != 0) {
             return -1;
@@ -780,7 +910,7 @@ static int shape_match(const struct tt_fast_memo *m, const char *p, const char *
         at = h->q1;
     }
     seg = m->slen - at;
-    return (size_t)(e - p) == seg && memcmp(p, m->sbytes + at, seg) == 0 ? 0 : -1;
+    return (size_t)(e - p) == seg && memcmp(p, m->bytes + m->len + at, seg) == 0 ? 0 : -1;
 }
 
 /*
@@ -798,9 +928,9 @@ static void shape_keep(struct tt_fast_memo *m, const struct holes *hs,
     if (hs->base == NULL || hs->over || hs->base != data + m->len || k->nch > 1)
         return;
     n = (size_t)(data + len - hs->base);
-    if (n == 0 || n > SHAPE_BYTES)
+    if (n == 0 || n > SHAPE_BYTES || m->len + n > MEMO_BYTES)
         return;
-    memcpy(m->sbytes, hs->base, n);
+    memcpy(m->bytes + m->len, hs->base, n);
     memcpy(m->hole, hs->h, hs->n * sizeof(hs->h[0]));
     memcpy(m->facts, k, SHAPE_FACTS);
     m->nhole = hs->n;
@@ -818,18 +948,26 @@ static void chunk_init(struct chunk *k)
 static int scan(const char *data, size_t len, struct chunk *k, char *scratch,
                 struct tt_fast_memo *m, unsigned *hits, unsigned *shape_hits)
 {
-    struct holes hs = { NULL, (const char *)k, 0, 0, { { 0, 0, 0 } } };
+    struct holes hs;            /* h[] is written before it is read */
     struct cur c = { data, data + len, scratch, scratch + SCRATCH, 0, NULL };
     struct rootctx rc = { k, 0, data, NULL, NULL };
 
-    if (m != NULL && m->len > 0 && len > m->len && memcmp(data, m->bytes, m->len) == 0) {
-        /* the same bytes as the kept prefix */
-        if (m->slen > 0 && shape_match(m, data + m->len, data + len, k, &c) == 0) {
-            memo_model(m, data, k, &c);
-            (*shape_hits)++;
-            return 0;
-        }
-        /* else the scan's state after the prefix */
+    int pre;
+
+    hs.base = NULL;
+    hs.facts = (const char *)k;
+    hs.n = 0;
+    hs.over = 0;
+    /* the same bytes as the kept prefix (maybe empty) */
+    pre = m != NULL && len > m->len && memcmp(data, m->bytes, m->len) == 0;
+
+    if (pre && m->slen > 0 && shape_match(m, data + m->len, data + len, k, &c) == 0) {
+        memo_model(m, data, k, &c);
+        (*shape_hits)++;
+        return 0;
+    }
+    if (pre && m->len > 0) {
+        /* the scan's state after the prefix */
         c.o = scratch;
         chunk_init(k);
         rc.seen = m->seen;
@@ -842,9 +980,15 @@ static int scan(const char *data, size_t len, struct chunk *k, char *scratch,
         if (members(&c, fn_root, &rc) != 0)
             return -1;
     } else {
+        c.p = data;
+        c.o = scratch;
         chunk_init(k);
         rc.keep = m;
-        c.log = m != NULL ? &hs : NULL;
+        if (m != NULL) {
+            c.log = &hs;        /* from the prefix's end on (fn_root) */
+            if (m->whole || m->len > 0)
+                hs.base = data; /* or no prefix: from the start */
+        }
         if (object(&c, fn_root, &rc) != 0)
             return -1;
     }
@@ -872,11 +1016,13 @@ int tt_dec_openai_chat_fast(struct tt_stream *st, const char *data, size_t len)
     if (!tt_stream_fast || len >= SCRATCH)
         return -1;
     if (st->memo == NULL) {
-        /* once per response; not zeroed (some 750 bytes): it is read only
-         * up to len and slen, which memo_keep() and shape_keep() set */
+        /* once per response; not zeroed (some 1,300 bytes): it is read
+         * only up to len and slen, which memo_keep() and shape_keep() set */
         st->memo = malloc(sizeof(*st->memo));
-        if (st->memo != NULL)
+        if (st->memo != NULL) {
             st->memo->len = st->memo->slen = 0;
+            st->memo->has_model = st->memo->whole = 0;
+        }
     }
     if (scan(data, len, &k, scratch, st->memo, &st->memo_hits, &st->shape_hits) != 0)
         return -1;

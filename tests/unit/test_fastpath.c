@@ -550,6 +550,238 @@ static void test_fast_path_taken(void **state)
     }
 }
 
+/*
+ * Chunk shapes real servers send besides the common one, each of which the
+ * fast path must read itself (not hand to cJSON) and read as cJSON does:
+ * unknown members anywhere (top level, choices[], delta) holding large and
+ * negative integers, fractions and exponents, strings with every escape
+ * (\u and surrogate pairs too), nested objects and arrays, literals; and
+ * keys in any order.  Each event of a stream gets other values where a
+ * server's would change (a nanosecond timestamp, a logprob, OpenAI's
+ * obfuscation), as the memos meet them live.
+ */
+enum {
+    F_INT19 = 1, F_NEG = 2, F_FLOAT = 4, F_OBF = 8, F_ESC = 16, F_NESTED = 32,
+    F_REORDER = 64, F_DELTA = 128, F_CHOICE = 256, F_LITS = 512, F_ALL = 1023,
+};
+
+static const char *const esc_strings[] = {
+    "\\n", "\\\"q\\\"", "\\\\", "\\u00e9", "\\ud83d\\ude00", "a\\/b\\tc\\r",
+    "\\u20AC\\u0041", "\\uDBFF\\uDFFF", "x\\\\\\\"y", "\\b\\f",
+};
+
+/* <n> strings joined by commas in the order <perm> (or as given) */
+static size_t join(char *out, size_t cap, char parts[][320], unsigned n,
+                   const unsigned *perm)
+{
+    size_t o = 0;
+    unsigned i;
+
+    for (i = 0; i < n; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? "," : "",
+                              parts[perm != NULL ? perm[i] : i]);
+    return o;
+}
+
+static void shuffle(unsigned *perm, unsigned n, uint32_t *seed)
+{
+    unsigned i;
+
+    for (i = 0; i < n; i++)
+        perm[i] = i;
+    for (i = n; i > 1; i--) {
+        unsigned j = rng(seed) % i, t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/* event <i> of a stream of shape <f>; <perm*> the stream's key orders */
+static void shaped_event(char *out, size_t cap, unsigned f, unsigned i, uint32_t *seed,
+                         const unsigned *ptop, const unsigned *pch)
+{
+    char top[12][320], ch[6][320], delta[200], content[96], body[300];
+    unsigned nt = 0, nc = 0, j;
+
+    /* the content: a token, with escapes for F_ESC */
+    snprintf(content, sizeof(content), "%stok%u",
+             f & F_ESC ? esc_strings[rng(seed) % 10] : "", i);
+    snprintf(delta, sizeof(delta), "{%s\"content\":\"%s\"}",
+             f & F_DELTA ? "\"x_note\":{\"k\":[1,-2.5e3,\"n\"]}," : "", content);
+    snprintf(ch[nc++], 320, "\"index\":0");
+    snprintf(ch[nc++], 320, "\"delta\":%s", delta);
+    snprintf(ch[nc++], 320, "\"logprobs\":null");
+    snprintf(ch[nc++], 320, "\"finish_reason\":null");
+    if (f & F_CHOICE)
+        snprintf(ch[nc++], 320, "\"stop_reason\":%u", rng(seed) % 3 ? 7 : 12345);
+    if (f & F_LITS)
+        snprintf(ch[nc++], 320, "\"matched_stop\":%s", rng(seed) % 2 ? "true" : "false");
+
+    snprintf(top[nt++], 320, "\"id\":\"chatcmpl-%u\"", 7u);
+    snprintf(top[nt++], 320, "\"object\":\"chat.completion.chunk\"");
+    snprintf(top[nt++], 320, "\"created\":1786479604");
+    snprintf(top[nt++], 320, "\"model\":\"org/model-%u\"", 3u);
+    join(body, sizeof(body), ch, nc, f & F_REORDER ? pch : NULL);
+    snprintf(top[nt++], 320, "\"choices\":[{%.290s}]", body);
+    if (f & F_INT19)
+        snprintf(top[nt++], 320, "\"t\":%llu",
+                 1796513334704321662ULL + (unsigned long long)rng(seed) * 1000);
+    if (f & F_NEG)
+        snprintf(top[nt++], 320, "\"offset\":-%u", 1 + rng(seed) % 100000);
+    if (f & F_FLOAT)
+        snprintf(top[nt++], 320, "\"lp\":-%u.%03ue%s%u", rng(seed) % 10, rng(seed) % 1000,
+                 rng(seed) % 2 ? "-" : "+", rng(seed) % 20);
+    if (f & F_OBF) {
+        char o[20];
+        unsigned n = 1 + rng(seed) % 16;
+        for (j = 0; j < n; j++)
+            o[j] = (char)('A' + rng(seed) % 26);
+        o[n] = '\0';
+        snprintf(top[nt++], 320, "\"obfuscation\":\"%s\"", o);
+    }
+    if (f & F_NESTED)
+        snprintf(top[nt++], 320, "\"meta\":{\"spans\":[%u,{\"k\":\"s%u\",\"e\":[]}],"
+                 "\"ok\":true,\"x\":null,\"o\":{}}", rng(seed) % 1000, i);
+    if (f & F_LITS)
+        snprintf(top[nt++], 320, "\"usage\":null,\"cached\":false,\"flag\":true");
+    out[0] = '{';
+    join(out + 1, cap - 2, top, nt, f & F_REORDER ? ptop : NULL);
+    strcat(out, "}");
+}
+
+/* a stream of <n> events of shape <f>: read by the fast path, every event,
+ * as cJSON reads it (whole and split); the events after the second read
+ * by the kept shape when <shaped> */
+static void shape_stream(unsigned f, unsigned n, uint32_t *seed, int shaped,
+                         const char *what)
+{
+    static char buf[16384];
+    unsigned ptop[12], pch[6], i;
+    size_t len = 0;
+    struct tt_request r;
+    struct tt_stream *st;
+    int mode;
+
+    shuffle(ptop, 5 + !!(f & F_INT19) + !!(f & F_NEG) + !!(f & F_FLOAT) + !!(f & F_OBF) +
+            !!(f & F_NESTED) + !!(f & F_LITS), seed);
+    shuffle(pch, 4 + !!(f & F_CHOICE) + !!(f & F_LITS), seed);
+    for (i = 0; i < n; i++) {
+        char ev[1024];
+        shaped_event(ev, sizeof(ev), f, i, seed, ptop, pch);
+        assert_true(strlen(ev) < sizeof(ev) - 1);
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "data: %s\n\n", ev);
+        assert_true(len < sizeof(buf) - 64);
+    }
+    len += (size_t)snprintf(buf + len, sizeof(buf) - len, "data: [DONE]\n\n");
+    st = fed_stream(&r, buf, len);
+    if (st->fast_events != n)
+        fail_msg("%s: %u of %u events read by the fast path\n%.*s", what,
+                 st->fast_events, n, (int)len, buf);
+    if (shaped && st->shape_hits < n - 2)
+        fail_msg("%s: %u of %u events read by the kept shape\n%.*s", what,
+                 st->shape_hits, n, (int)len, buf);
+    tt_stream_end(st, 1, 10);
+    assert_int_equal(r.s.parse_errors, 0);
+    assert_int_equal(r.s.answer_events, n);
+    tt_stream_free(st);
+    tt_request_reset(&r);
+    for (mode = 0; mode < 4; mode++)
+        compare("text/event-stream", buf, len, mode, what);
+}
+
+static void test_shapes_fast(void **state)
+{
+    static const struct { unsigned f; const char *name; } shapes[] = {
+        { 0, "common" }, { F_INT19, "19-digit integer" }, { F_NEG, "negative integer" },
+        { F_FLOAT, "exponent and fraction" }, { F_OBF, "obfuscation" },
+        { F_ESC, "escapes in content" }, { F_NESTED, "nested object and array" },
+        { F_REORDER, "keys reordered" }, { F_DELTA | F_CHOICE, "unknown in delta and choice" },
+        { F_LITS, "null, true, false" }, { F_ALL, "all at once" },
+    };
+    uint32_t seed = 4242;
+    size_t i;
+    unsigned k;
+
+    (void)state;
+    for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        for (k = 0; k < 4; k++)
+            shape_stream(shapes[i].f, 6, &seed, 1, shapes[i].name);
+    /* random mixes, with random key orders */
+    for (k = 0; k < 400; k++) {
+        char what[64];
+        unsigned f = rng(&seed) & F_ALL;
+        snprintf(what, sizeof(what), "mix %#x", f);
+        shape_stream(f, 2 + rng(&seed) % 6, &seed, 1, what);
+    }
+}
+
+/*
+ * What the fast path reads of \u escapes and long numbers, and what it
+ * leaves to cJSON: each event alone and after a common one (the second
+ * may be read by the kept shape), both paths the same.
+ */
+static void test_escapes_and_numbers(void **state)
+{
+    static const char *const fast[] = {
+        "\\u00e9", "\\u20ac", "\\uFFFF", "\\ud83d\\ude00", "\\uD83D\\uDE00x", "\\u0001",
+        "\\u007f\\u0080\\u07ff\\u0800", "\\udbff\\udfff", "\\ud800\\udc00",
+    };
+    static const char *const slow[] = {
+        "\\u0000", "\\u00g0", "\\ude00", "\\ud83d", "\\ud83dx", "\\ud83d\\u0041",
+        "\\ud83d\\ud83d", "\\u12", "\\u", "\\U00e9",
+    };
+    static const char *const nums[] = {
+        "1796513334704321662", "-1796513334704321662", "123456789012345678901234567890",
+        "-0", "0.5", "-1.5e-7", "1E+300", "1e400", "-0.0e0", "123456789012345",
+        "1234567890123456",
+    };
+    static const char *const bad_nums[] = {
+        "01", "1.", "-", "1e", "+1", ".5", "12345678901234567890123456789012345678901",
+    };
+    char ev[512];
+    size_t i;
+    const char *common = "{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}],\"t\":1}";
+
+    (void)state;
+    for (i = 0; i < sizeof(fast) / sizeof(fast[0]); i++) {
+        struct tt_request r;
+        struct tt_stream *st;
+        char buf[640];
+
+        snprintf(ev, sizeof(ev), "{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}],\"t\":1,\"s\":\"%s\"}", fast[i], fast[i]);
+        one_event(ev, strlen(ev), ev);
+        two_events(common, strlen(common), ev, strlen(ev), ev);
+        st = fed_stream(&r, buf, (size_t)snprintf(buf, sizeof(buf), "data: %s\n\n", ev));
+        if (st->fast_events != 1)
+            fail_msg("not read by the fast path: %s", ev);
+        tt_stream_free(st);
+        tt_request_reset(&r);
+    }
+    for (i = 0; i < sizeof(slow) / sizeof(slow[0]); i++) {
+        snprintf(ev, sizeof(ev), "{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}],\"t\":1}", slow[i]);
+        one_event(ev, strlen(ev), ev);
+        two_events(common, strlen(common), ev, strlen(ev), ev);
+        snprintf(ev, sizeof(ev), "{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}],\"t\":1,\"s\":\"%s\"}", slow[i]);
+        one_event(ev, strlen(ev), ev);
+        two_events(common, strlen(common), ev, strlen(ev), ev);
+        /* a key with \u might spell one of ours: cJSON's */
+        snprintf(ev, sizeof(ev), "{\"id\":\"c\",\"choices\":[{\"delta\":{\"c%sntent\":\"u\"}}]}", slow[i]);
+        one_event(ev, strlen(ev), ev);
+    }
+    for (i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+        snprintf(ev, sizeof(ev), "{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}],\"t\":%s}", nums[i]);
+        one_event(ev, strlen(ev), ev);
+        two_events(common, strlen(common), ev, strlen(ev), ev);
+        snprintf(ev, sizeof(ev), "{\"choices\":[{\"index\":%s,\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":%s,\"completion_tokens\":1}}", nums[i], nums[i]);
+        one_event(ev, strlen(ev), ev);
+    }
+    for (i = 0; i < sizeof(bad_nums) / sizeof(bad_nums[0]); i++) {
+        snprintf(ev, sizeof(ev), "{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}],\"t\":%s}", bad_nums[i]);
+        one_event(ev, strlen(ev), ev);
+        two_events(common, strlen(common), ev, strlen(ev), ev);
+    }
+}
+
 /* <n> events as one stream: both paths give the same record, with
  * <in> / <out> usage tokens */
 static void usage_case(const char *const *ev, size_t n, int64_t in, int64_t out,
@@ -648,6 +880,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fast_path_taken),
+        cmocka_unit_test(test_shapes_fast),
+        cmocka_unit_test(test_escapes_and_numbers),
         cmocka_unit_test(test_usage_per_choice_vs_repeated),
         cmocka_unit_test(test_edge_cases),
         cmocka_unit_test(test_shape_holes),
