@@ -131,6 +131,7 @@ int tt_span_fill(struct tt_span *sp, const struct tt_request *r,
     attr_str(sp, "gen_ai.provider.name", provider, TT_A_STR);
     attr_str(sp, "gen_ai.request.model", model, TT_A_STR);
     attr_str(sp, "gen_ai.response.model", r->s.model, TT_A_STR);
+    attr_str(sp, "gen_ai.response.id", r->s.response_id, TT_A_STR);
     attr_str(sp, "gen_ai.response.finish_reasons", r->s.finish_reason, TT_A_STRLIST);
     attr_count(sp, "gen_ai.usage.input_tokens", m, TT_M_ISL);
     attr_count(sp, "gen_ai.usage.output_tokens", m, TT_M_OSL);
@@ -144,8 +145,11 @@ int tt_span_fill(struct tt_span *sp, const struct tt_request *r,
     if (r->status > 0)
         attr_int(sp, "http.response.status_code", r->status);
     sp->error = tt_request_error(r, &ecode, &etype, &emsg) != 0;
-    if (sp->error)
-        attr_str(sp, "error.type", etype ? etype : "error", TT_A_STR);
+    if (sp->error) {
+        /* the kind, as on /metrics: OpenTelemetry wants a small set */
+        int kind = tt_request_errkind(r);
+        attr_str(sp, "error.type", kind >= 0 ? tt_errkind_names[kind] : "error", TT_A_STR);
+    }
     attr_ms_s(sp, "tokentap.time_to_first_token", m, TT_M_TTFT);
     attr_ms_s(sp, "tokentap.time_to_first_output_token", m, TT_M_TTFO);
     attr_ms_s(sp, "tokentap.inter_token_latency", m, TT_M_ITL);

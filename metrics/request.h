@@ -106,6 +106,8 @@ struct tt_stream_stats {
     char     error_type[48];    /* e.g. "invalid_request_error" */
     char     error_message[256];
     char     model[128];        /* model named by the response, if any */
+    char     response_id[64];   /* the response's own id (chatcmpl-.., msg_.., resp_..),
+                                 * for traces (gen_ai.response.id); "" unknown */
 };
 
 /*

@@ -56,8 +56,10 @@ static void anthropic_event(struct tt_stream *st, const cJSON *root,
             tt_dec_reasoning(st, tt_jstr(d, "thinking"));
     } else if (strcmp(type, "message_start") == 0) {
         const cJSON *m = tt_jget(root, "message");
-        if (st->r->s.model[0] == '\0')      /* looked up once per response */
+        if (st->r->s.model[0] == '\0') {    /* looked up once per response */
             tt_dec_model(st, tt_jstr(m, "model"));
+            tt_dec_response_id(st, tt_jstr(m, "id"));
+        }
         anthropic_input(st, tt_jget(m, "usage"));
     } else if (strcmp(type, "message_delta") == 0) {
         tt_dec_finish(st, tt_jstr(tt_jget(root, "delta"), "stop_reason"));
@@ -70,8 +72,10 @@ static void anthropic_event(struct tt_stream *st, const cJSON *root,
     } else if (strcmp(type, "message") == 0) {
         /* non-streaming */
         const cJSON *content = tt_jget(root, "content");
-        if (st->r->s.model[0] == '\0')      /* looked up once per response */
+        if (st->r->s.model[0] == '\0') {    /* looked up once per response */
             tt_dec_model(st, tt_jstr(root, "model"));
+            tt_dec_response_id(st, tt_jstr(root, "id"));
+        }
         cJSON_ArrayForEach(c, tt_jarr(content)) {
             const char *ct = tt_jstr(c, "type");
             if (ct == NULL)

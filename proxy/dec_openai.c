@@ -29,8 +29,11 @@ static void openai_event(struct tt_stream *st, const cJSON *root, int completion
     int64_t idx0 = -1;
     int i = 0, part;
 
-    if (st->r->s.model[0] == '\0')      /* looked up once per response */
+    if (st->r->s.model[0] == '\0') {    /* looked up once per response */
         tt_dec_model(st, tt_jstr(root, "model"));
+        if (completions)            /* chat: tt_dec_lead_id() in stream.c */
+            tt_dec_response_id(st, tt_jstr(root, "id"));
+    }
     tt_dec_generic_error(st, root);
     cJSON_ArrayForEach(c, tt_jarr(choices)) {
         const cJSON *d = tt_jget(c, "delta"), *tc, *t;

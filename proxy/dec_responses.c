@@ -40,8 +40,10 @@ static void responses_final(struct tt_stream *st, const cJSON *resp)
     const char *status = tt_jstr(resp, "status");
     const cJSON *e = tt_jget(resp, "error");
 
-    if (st->r->s.model[0] == '\0')      /* looked up once per response */
+    if (st->r->s.model[0] == '\0') {    /* looked up once per response */
         tt_dec_model(st, tt_jstr(resp, "model"));
+        tt_dec_response_id(st, tt_jstr(resp, "id"));
+    }
     responses_usage(st, resp);
     if (status != NULL && strcmp(status, "incomplete") == 0 &&
         tt_jstr(tt_jget(resp, "incomplete_details"), "reason") != NULL)
@@ -103,8 +105,10 @@ static void responses_event(struct tt_stream *st, const cJSON *root,
     }
     if (type == NULL)
         return;
-    if (st->r->s.model[0] == '\0')      /* looked up once per response */
+    if (st->r->s.model[0] == '\0') {    /* looked up once per response */
         tt_dec_model(st, tt_jstr(resp, "model"));
+        tt_dec_response_id(st, tt_jstr(resp, "id"));
+    }
     if (strcmp(type, "response.output_text.delta") == 0) {
         tt_dec_answer(st, tt_jstr(root, "delta"));
     } else if (strcmp(type, "response.refusal.delta") == 0 ||

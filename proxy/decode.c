@@ -78,6 +78,33 @@ void tt_dec_model(struct tt_stream *st, const char *m)
         copy_str(st->r->s.model, sizeof(st->r->s.model), m);
 }
 
+void tt_dec_response_id(struct tt_stream *st, const char *id)
+{
+    if (id != NULL && id[0] != '\0' && st->r->s.response_id[0] == '\0')
+        copy_str(st->r->s.response_id, sizeof(st->r->s.response_id), id);
+}
+
+void tt_dec_lead_id(struct tt_stream *st, const char *data, size_t len)
+{
+    static const char open[] = "{\"id\":\"";
+    char id[sizeof(st->r->s.response_id)];
+    size_t i, n = sizeof(open) - 1;
+
+    if (len <= n || memcmp(data, open, n) != 0)
+        return;
+    for (i = 0; n + i < len && i + 1 < sizeof(id); i++) {
+        char ch = data[n + i];
+        if (ch == '"') {
+            id[i] = '\0';
+            tt_dec_response_id(st, id);
+            return;
+        }
+        if (ch == '\\' || (unsigned char)ch < 0x20)
+            return;                 /* escaped or broken: not known */
+        id[i] = ch;
+    }
+}
+
 void tt_dec_finish(struct tt_stream *st, const char *f)
 {
     if (f != NULL && f[0] != '\0')

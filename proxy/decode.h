@@ -131,6 +131,11 @@ void tt_dec_tool(struct tt_stream *st, const char *s);
 void tt_dec_reasoning(struct tt_stream *st, const char *s);
 
 void tt_dec_model(struct tt_stream *st, const char *m);     /* first wins */
+void tt_dec_response_id(struct tt_stream *st, const char *id);  /* first wins */
+/* the id of an event that opens with it ({"id":"..",...), as OpenAI chat
+ * chunks do: read from the raw bytes, so that the fast path and the cJSON
+ * path agree (the fast path's scan does not keep it) */
+void tt_dec_lead_id(struct tt_stream *st, const char *data, size_t len);
 void tt_dec_finish(struct tt_stream *st, const char *f);    /* last non-empty wins */
 void tt_dec_terminal(struct tt_stream *st);                 /* marker seen (streams) */
 void tt_dec_choice(struct tt_stream *st, int64_t index);     /* a choice index seen */

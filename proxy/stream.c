@@ -188,6 +188,8 @@ static void on_event(struct tt_stream *st, const char *name, const char *data,
             r->s.terminal = 1;
         return;
     }
+    if (st->dec->fast != NULL && r->s.response_id[0] == '\0')
+        tt_dec_lead_id(st, data, len);  /* one rule for both paths */
     if (!is_error_event && st->dec->fast != NULL && st->dec->fast(st, data, len) == 0) {
         st->fast_events++;  /* read without a tree (see dec_openai_fast.c) */
         return;

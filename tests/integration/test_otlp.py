@@ -283,6 +283,8 @@ def check_span_matches_record(t, sp, rec):
     t.eq(a.get("tokentap.upstream"), md["upstream"], "tokentap.upstream")
     t.check("error.type" not in a, f"error.type on an ok request: {a}")
     t.check(a.get("gen_ai.response.time_to_first_chunk", 0) > 0, "time_to_first_chunk")
+    rid = a.get("gen_ai.response.id")
+    t.check(isinstance(rid, str) and rid.startswith("chatcmpl-sim"), f"gen_ai.response.id: {rid!r}")
     for ev in ("first_token", "last_token"):
         t.check(ev in sp["events"], f"span event {ev}: {sorted(sp['events'])}")
     t.near((sp["events"]["first_token"] - sp["start"]) / 1e6,

@@ -209,6 +209,20 @@ static void test_span_fill(void **state)
     assert_string_equal(sp->ev[0].name, "first_token");
     assert_int_equal(sp->ev[0].t, r.start_wall_ns + 50000000);
 
+    /* an upstream error: error.type is its kind, the upstream's own type
+     * aside (as tokentap_errors_total groups it) */
+    r.status = 400;
+    tt_request_set_error(&r, 400, "upstream_status", "upstream answered with an error status");
+    tt_metrics_compute(&r, &m, NULL);
+    assert_int_equal(tt_span_fill(sp, &r, &m, &res, "10.0.0.1", "8000"), 0);
+    a = find(sp, "error.type");
+    assert_non_null(a);
+    assert_int_equal(a->slen, strlen("upstream_status"));
+    assert_memory_equal(sp->s + a->soff, "upstream_status", a->slen);
+    r.status = 200;
+    r.err_type = NULL;
+    r.err_code = 0;
+
     /* not sampled by the caller: nothing to export */
     r.trace.flags = 0;
     assert_int_equal(tt_span_fill(sp, &r, &m, NULL, "h", "1"), -1);
