@@ -404,6 +404,8 @@ struct tt_otlp *tt_otlp_start(const struct tt_otlp_opts *o, char *err, size_t er
     curl_easy_setopt(x->curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(x->curl, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(x->curl, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (o->ca != NULL && o->ca[0] != '\0')
+        curl_easy_setopt(x->curl, CURLOPT_CAINFO, o->ca);   /* libcurl keeps a copy */
     if (pthread_create(&x->thread, NULL, run, x) != 0) {
         snprintf(err, errlen, "cannot start the exporter thread");
         destroy(x);

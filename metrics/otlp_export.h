@@ -32,6 +32,7 @@ struct tt_otlp_opts {
     int         json;           /* 1: http/json, 0: http/protobuf */
     const char *headers;        /* "Name=value,Name=value"; secret */
     unsigned    queue;          /* spans queued at most */
+    const char *ca;             /* CA bundle (PEM) for an https receiver, NULL/"" system */
     const char *service_name;   /* service.name */
 };
 

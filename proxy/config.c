@@ -20,6 +20,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <unistd.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -251,6 +252,8 @@ static const struct opt opts[] = {
       "header sent with each export, e.g. authorization (repeatable; K=V,K=V)" },
     { "otlp_queue", S_TRACE, T_UINT, F(otlp_queue), "4096", "N", 1, 1048576,
       NULL, NULL, "spans queued for the exporter before drops (counted)" },
+    { "otlp_ca", S_TRACE, T_STR, F(otlp_ca), "", "FILE", 0, 0, NULL, NULL,
+      "CA bundle (PEM) to verify an https receiver (else system CAs)" },
     { "trace_propagate", S_TRACE, T_BOOL, F(trace_propagate), "false", NULL,
       0, 0, NULL, NULL,
       "send traceparent upstream naming tokentap's span (changes forwarded bytes)" },
@@ -1393,6 +1396,19 @@ static int otlp_resolve(struct tt_config *c, char *err, size_t errlen)
         }
         snprintf(c->otlp_url, sizeof(c->otlp_url), "%s%s", v,
                  v[n - 1] == '/' ? "v1/traces" : "/v1/traces");
+    }
+    if (c->otlp_ca[0] == '\0' &&
+        (v = env_of("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                    &which)) != NULL) {
+        if (strlen(v) >= sizeof(c->otlp_ca)) {
+            snprintf(err, errlen, "%s: path too long", which);
+            return -1;
+        }
+        strcpy(c->otlp_ca, v);
+    }
+    if (c->otlp_ca[0] != '\0' && access(c->otlp_ca, R_OK) != 0) {
+        snprintf(err, errlen, "otlp_ca: cannot read '%.200s': %s", c->otlp_ca, strerror(errno));
+        return -1;
     }
     k = key_index("otlp_protocol");
     if (c->src.line[k] == 0 &&

@@ -122,6 +122,7 @@ struct tt_config {
     int      otlp_protocol;         /* enum tt_otlp_protocol: http/protobuf */
     char     otlp_header[4096];     /* "K=V,K=V" sent with each export; secret */
     unsigned otlp_queue;            /* spans queued for the exporter: 4096 */
+    char     otlp_ca[TT_PATH_MAX];  /* CA bundle to verify an https receiver; "" system CAs */
     int      trace_propagate;       /* traceparent upstream: 0 */
     /* resolved by tt_config_args() from otlp_endpoint or, when unset, the
      * OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT variables: the URL spans are

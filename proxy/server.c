@@ -541,6 +541,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
             .json = cfg->otlp_protocol == TT_OTLP_JSON,
             .headers = cfg->otlp_header,
             .queue = cfg->otlp_queue,
+            .ca = cfg->otlp_ca,
             .service_name = getenv("OTEL_SERVICE_NAME"),
         };
         srv->otlp = tt_otlp_start(&oo, err, sizeof(err));

@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import threading
@@ -33,7 +34,7 @@ class Receiver(harness.Listener):
     """OTLP/HTTP receiver: answers each POST with the next status of
     <statuses> (then 200); with <hang>, accepts and never answers"""
 
-    def __init__(self, t, statuses=(), hang=False, retry_after=None):
+    def __init__(self, t, statuses=(), hang=False, retry_after=None, tls=None):
         self.posts = []             # (path, headers dict, raw gunzipped body)
         self.script = list(statuses)
         self.hang = hang
@@ -42,7 +43,10 @@ class Receiver(harness.Listener):
         self.errors = []
         self.done = threading.Event()
         self.socks = []
+        self.tls = tls              # an ssl.SSLContext: an https receiver
         super().__init__(t)
+        if tls is not None:
+            self.url = self.url.replace("http://", "https://")
 
     def accepted(self, s):
         self.socks.append(s)
@@ -50,6 +54,11 @@ class Receiver(harness.Listener):
 
     def _serve(self, s):
         try:
+            if self.tls is not None:
+                try:
+                    s = self.tls.wrap_socket(s, server_side=True)
+                except (ssl.SSLError, OSError):
+                    return          # a client that does not trust us
             while True:
                 raw = harness.read_request(s)
                 if raw is None:
@@ -495,6 +504,37 @@ def test_otlp_base_endpoint_env_and_flag_header(t):
     t.check(b"s3cr3t" not in out, "check-config printed a header value")
 
 
+@timeout(120)
+def test_otlp_https_receiver_with_its_ca(t):
+    """an https receiver signed by a private CA: --otlp-ca (or
+    OTEL_EXPORTER_OTLP_CERTIFICATE) verifies it, spans arrive; without it
+    the receiver is not trusted and the spans are counted as failed"""
+    exe = shutil.which("openssl")
+    if not exe:
+        raise Skip("the openssl command is not installed")
+    cert, key = os.path.join(t.tmp, "recv.pem"), os.path.join(t.tmp, "recv.key")
+    subprocess.run([exe, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=receiver",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    recv = Receiver(t, tls=ctx)
+    sim = t.sim()
+    px = t.proxy(sim.url, extra=["--otlp-endpoint", recv.url, "--otlp-ca", cert])
+    t.eq(px.post("/v1/chat/completions", chat_body(SIM)).status, 200, "status")
+    t.eq(len(recv.spans(1, 10 * t.slow)), 1, "spans through TLS")
+    px2 = t.proxy(sim.url, admin="auto", extra=["--otlp-endpoint", recv.url])
+    t.eq(px2.post("/v1/chat/completions", chat_body(SIM)).status, 200, "status")
+    harness.wait_until(lambda: scrape(t, px2).get(
+        'tokentap_otlp_spans_dropped_total{reason="export_failed"}') or None,
+        20 * t.slow, what="the untrusted receiver's span counted as failed")
+    t.eq(len(recv.posts), 1, "posts the receiver accepted")
+    px3 = t.proxy(sim.url, env_extra={"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": recv.url + "/v1/traces",
+                                      "OTEL_EXPORTER_OTLP_CERTIFICATE": cert})
+    t.eq(px3.post("/v1/chat/completions", chat_body(SIM)).status, 200, "status")
+    t.eq(len(recv.spans(2, 10 * t.slow)), 2, "spans with the CA from the environment")
+
+
 @timeout(30)
 def test_otlp_bad_values_name_the_flag(t):
     tt = os.path.join(t.build, "tokentap")
@@ -503,6 +543,7 @@ def test_otlp_bad_values_name_the_flag(t):
         (["--otlp-endpoint", "ftp://x"], {}, b"--otlp-endpoint"),
         (["--otlp-header", "novalue"], {}, b"--otlp-header"),
         (["--otlp-queue", "0"], {}, b"--otlp-queue"),
+        (["--otlp-ca", "/nonexistent/ca.pem"], {}, b"otlp_ca"),
         ([], {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, b"OTEL_EXPORTER_OTLP_PROTOCOL"),
     ]
     for args, env, want in cases:
