@@ -21,7 +21,6 @@
 #include "metrics/hist.h"
 #include "metrics/pairs.h"
 #include "metrics/recent.h"
-#include "metrics/otlp_export.h"
 #include "metrics/record.h"
 #include "metrics/semconv.h"
 
@@ -141,7 +140,8 @@ struct tt_agg {
     _Atomic int64_t  inflight;
     _Atomic uint64_t started;   /* requests started, for the systemd status */
     struct tt_recorder *rec;
-    struct tt_otlp     *otlp;       /* span exporter, NULL when off */
+    tt_agg_span_counts_fn *span_counts; /* the span exporter's counters, NULL off */
+    const void         *span_src;
     int                semconv_mode;   /* enum tt_semconv_mode */
     struct tt_semconv *sc;             /* the gen_ai_* families (metrics/semconv.c) */
 };
@@ -414,9 +414,10 @@ void tt_agg_set_recorder(struct tt_agg *a, struct tt_recorder *rec)
     a->rec = rec;
 }
 
-void tt_agg_set_otlp(struct tt_agg *a, struct tt_otlp *x)
+void tt_agg_set_span_counts(struct tt_agg *a, tt_agg_span_counts_fn *fn, const void *src)
 {
-    a->otlp = x;
+    a->span_counts = fn;
+    a->span_src = src;
 }
 
 
@@ -819,14 +820,14 @@ static void family_head(struct evbuffer *out, const char *name,
                         type);
 }
 
-/* the span exporter's counters (metrics/otlp_export.h), when it runs */
+/* the span exporter's counters, when it runs */
 static void expose_otlp(const struct tt_agg *a, struct evbuffer *out)
 {
-    struct tt_otlp_counts c;
+    struct tt_span_counts c;
 
-    if (a->otlp == NULL)
+    if (a->span_counts == NULL)
         return;
-    tt_otlp_counts(a->otlp, &c);
+    a->span_counts(a->span_src, &c);
     family_head(out, "tokentap_otlp_spans_exported_total", "counter",
                 "Spans an OTLP receiver accepted.");
     evbuffer_add_printf(out, "tokentap_otlp_spans_exported_total %llu\n",

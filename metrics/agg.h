@@ -90,9 +90,18 @@ void tt_agg_free(struct tt_agg *a);
 
 /* for tokentap_records_dropped_total; <rec> borrowed, may be NULL */
 void tt_agg_set_recorder(struct tt_agg *a, struct tt_recorder *rec);
-/* the span exporter whose counters /metrics shows (NULL: none) */
-struct tt_otlp;
-void tt_agg_set_otlp(struct tt_agg *a, struct tt_otlp *x);
+/*
+ * The span exporter's counters, read at each scrape through <fn>(<src>)
+ * (the aggregator knows no exporter: proxy/server.c passes it); NULL <fn>:
+ * no exporter, no families.
+ */
+struct tt_span_counts {
+    uint64_t exported;          /* spans a receiver accepted */
+    uint64_t dropped_queue;     /* the exporter's queue was full */
+    uint64_t dropped_export;    /* their batch could not be delivered */
+};
+typedef void tt_agg_span_counts_fn(const void *src, struct tt_span_counts *c);
+void tt_agg_set_span_counts(struct tt_agg *a, tt_agg_span_counts_fn *fn, const void *src);
 
 /* the SLOs in force, shown by /stats ("slo"); NULL = none configured */
 void tt_agg_set_slos(struct tt_agg *a, const struct tt_slo_set *set);

@@ -29,17 +29,9 @@ static void fill(struct tt_recent_entry *e, const struct tt_request *r,
     struct tt_metric_values scratch;
     uint32_t n = r->n_token_ts < TT_RECENT_TOKENS ? r->n_token_ts : TT_RECENT_TOKENS;
 
-    e->r = *r;
-    /* an upstream-named error type lives inside the request (r->s): the
-     * copy's must point into the copy, not into a request being reused */
-    if (r->err_type != NULL &&
-        (uintptr_t)r->err_type >= (uintptr_t)r &&
-        (uintptr_t)r->err_type < (uintptr_t)(r + 1))
-        e->r.err_type = (const char *)&e->r + ((uintptr_t)r->err_type - (uintptr_t)r);
-    e->r.token_ts = NULL;
-    e->r.token_end = NULL;
-    e->r.n_token_ts = 0;
-    e->r.cap_token_ts = 0;
+    /* the copy's error type points into the copy, not into a request
+     * being reused; the token times are kept below, as offsets */
+    tt_request_copy(&e->r, r);
     tt_record_redact_path(r->path, e->r.path, sizeof(e->r.path));
     size_t un = r->upstream_name ? strlen(r->upstream_name) : 0;
     if (un >= sizeof(e->upstream))

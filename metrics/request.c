@@ -65,13 +65,25 @@ void tt_request_reset(struct tt_request *r)
     memcpy(r->client, client, sizeof(client));
 }
 
-void tt_request_move(struct tt_request *dst, struct tt_request *src)
+void tt_request_copy(struct tt_request *dst, const struct tt_request *src)
 {
     *dst = *src;
     /* an upstream-named error type lives inside the request (r->s) */
     if (src->err_type != NULL && (uintptr_t)src->err_type >= (uintptr_t)src &&
         (uintptr_t)src->err_type < (uintptr_t)(src + 1))
         dst->err_type = (const char *)dst + ((uintptr_t)src->err_type - (uintptr_t)src);
+    dst->token_ts = NULL;
+    dst->token_end = NULL;
+    dst->n_token_ts = dst->cap_token_ts = 0;
+}
+
+void tt_request_move(struct tt_request *dst, struct tt_request *src)
+{
+    tt_request_copy(dst, src);
+    dst->token_ts = src->token_ts;
+    dst->token_end = src->token_end;
+    dst->n_token_ts = src->n_token_ts;
+    dst->cap_token_ts = src->cap_token_ts;
     src->token_ts = NULL;
     src->token_end = NULL;
     tt_request_reset(src);

@@ -205,6 +205,9 @@ struct tt_request {
 
 void tt_request_init(struct tt_request *r);      /* zero + "absent" markers */
 void tt_request_reset(struct tt_request *r);     /* free owned memory, re-init */
+/* <src> copied to <dst> without what it owns (no token arrays), the
+ * error type pointing into <dst> where it pointed into <src> */
+void tt_request_copy(struct tt_request *dst, const struct tt_request *src);
 /* <src>, with what it owns, moved to <dst> (uninitialised); <src> is left
  * as after tt_request_reset() */
 void tt_request_move(struct tt_request *dst, struct tt_request *src);

@@ -122,6 +122,17 @@ void tt_worker_conn_gone(struct tt_worker *w)
 }
 
 /* abandon every shadow leg still running (grace over, shutdown) */
+/* the exporter's counters for /metrics (metrics/agg.h knows no exporter) */
+static void span_counts(const void *src, struct tt_span_counts *c)
+{
+    struct tt_otlp_counts oc;
+
+    tt_otlp_counts(src, &oc);
+    c->exported = oc.exported;
+    c->dropped_queue = oc.dropped_queue;
+    c->dropped_export = oc.dropped_export;
+}
+
 static void abort_legs(struct tt_worker *w)
 {
     while (w->legs != NULL)
@@ -549,7 +560,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
             tt_log_error("--otlp-endpoint: %s", err);
             goto out;
         }
-        tt_agg_set_otlp(agg, srv->otlp);
+        tt_agg_set_span_counts(agg, span_counts, srv->otlp);
         /* the URL has no credentials (headers carry them) */
         tt_log_info("traces: OTLP %s to %s", cfg->otlp_protocol == TT_OTLP_JSON
                     ? "http/json" : "http/protobuf", cfg->otlp_url);
@@ -656,7 +667,7 @@ out:
     if (srv->otlp != NULL) {
         struct tt_otlp_counts oc;
         /* bounded like the records: a receiver that hangs cannot hold the exit */
-        tt_agg_set_otlp(agg, NULL);
+        tt_agg_set_span_counts(agg, NULL, NULL);
         tt_otlp_stop(srv->otlp, cfg->drain_timeout_ms, &late_signal, &oc);
         srv->otlp = NULL;
         if (oc.dropped_queue + oc.dropped_export > 0)

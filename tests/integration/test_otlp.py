@@ -156,9 +156,43 @@ def one(msg, n, default=None):
     return f[0] if f else default
 
 
-def as_bytes(v):
+def _varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7f
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def reencode(msg):
+    """the wire bytes of a decode_raw tree: --decode_raw shows a bytes field
+    whose random content parses as a message (a random trace or span id
+    does, now and then) as that message, so it is written back"""
+    out = bytearray()
+    for k, v in msg:
+        if isinstance(v, bytes):
+            out += _varint(k << 3 | 2) + _varint(len(v)) + v
+        elif isinstance(v, list):
+            b = reencode(v)
+            out += _varint(k << 3 | 2) + _varint(len(b)) + b
+        elif isinstance(v, tuple):          # ("hex", value, digits): fixed64/32
+            wide = v[2] > 8
+            out += _varint(k << 3 | (1 if wide else 5)) + v[1].to_bytes(8 if wide else 4, "little")
+        else:
+            out += _varint(k << 3) + _varint(v)
+    return bytes(out)
+
+
+def as_bytes(v, size):
+    """an id field of <size> bytes; a message-looking one written back (an
+    id whose bytes do not survive that, e.g. an overlong varint, is "?")"""
     if isinstance(v, bytes):
         return v
+    if isinstance(v, list):
+        b = reencode(v)
+        return b if len(b) == size else b"?"
     raise Failure(f"a bytes field decoded as {v!r}")
 
 
@@ -186,9 +220,9 @@ def pb_spans(data):
         for ss in fields(rs, 2):
             for sp in fields(ss, 2):
                 d = {
-                    "traceId": as_bytes(one(sp, 1)).hex(),
-                    "spanId": one(sp, 2).hex() if isinstance(one(sp, 2), bytes) else None,
-                    "parentSpanId": as_bytes(one(sp, 4)).hex() if one(sp, 4) is not None else "",
+                    "traceId": as_bytes(one(sp, 1), 16).hex(),
+                    "spanId": as_bytes(one(sp, 2), 8).hex(),
+                    "parentSpanId": as_bytes(one(sp, 4), 8).hex() if one(sp, 4) is not None else "",
                     "traceState": one(sp, 3, b"").decode(),
                     "name": one(sp, 5).decode(),
                     "kind": one(sp, 6),
@@ -196,7 +230,7 @@ def pb_spans(data):
                     "end": one(sp, 8)[1],
                     "attrs": {one(kv, 1).decode(): any_value(one(kv, 2)) for kv in fields(sp, 9)},
                     "events": {one(e, 2).decode(): one(e, 1)[1] for e in fields(sp, 11)},
-                    "links": [as_bytes(one(ln, 2)).hex() for ln in fields(sp, 13)],
+                    "links": [as_bytes(one(ln, 2), 8).hex() for ln in fields(sp, 13)],
                     "status": one(one(sp, 15, []), 3, 0),
                     "resource": res,
                 }

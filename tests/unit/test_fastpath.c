@@ -373,20 +373,30 @@ static void test_mutations(void **state)
     }
 }
 
-/* <n> events in one stream, both paths, whole and split */
-static void events_stream(const char *const *ev, size_t n, const char *what)
+/* <n> events as an SSE stream ending with [DONE]: owned, its length in *len */
+static char *sse_stream(const char *const *ev, size_t n, size_t *len)
 {
-    size_t i, len = 0, cap = 64;
+    size_t i, cap = 64;
     char *buf;
-    int mode;
 
     for (i = 0; i < n; i++)
         cap += strlen(ev[i]) + 10;
     buf = malloc(cap);
     assert_non_null(buf);
+    *len = 0;
     for (i = 0; i < n; i++)
-        len += (size_t)sprintf(buf + len, "data: %s\n\n", ev[i]);
-    len += (size_t)sprintf(buf + len, "data: [DONE]\n\n");
+        *len += (size_t)sprintf(buf + *len, "data: %s\n\n", ev[i]);
+    *len += (size_t)sprintf(buf + *len, "data: [DONE]\n\n");
+    return buf;
+}
+
+/* <n> events in one stream, both paths, whole and split */
+static void events_stream(const char *const *ev, size_t n, const char *what)
+{
+    size_t len;
+    char *buf = sse_stream(ev, n, &len);
+    int mode;
+
     for (mode = 0; mode < 6; mode++)
         compare("text/event-stream", buf, len, mode, what);
     free(buf);
@@ -787,18 +797,11 @@ static void test_escapes_and_numbers(void **state)
 static void usage_case(const char *const *ev, size_t n, int64_t in, int64_t out,
                        const char *what)
 {
-    size_t i, len = 0, cap = 64;
+    size_t len;
     struct result a, b;
-    char *buf;
+    char *buf = sse_stream(ev, n, &len);
     int mode;
 
-    for (i = 0; i < n; i++)
-        cap += strlen(ev[i]) + 10;
-    buf = malloc(cap);
-    assert_non_null(buf);
-    for (i = 0; i < n; i++)
-        len += (size_t)sprintf(buf + len, "data: %s\n\n", ev[i]);
-    len += (size_t)sprintf(buf + len, "data: [DONE]\n\n");
     for (mode = 0; mode < 3; mode++) {
         run("text/event-stream", buf, len, mode, 1, &a);
         run("text/event-stream", buf, len, mode, 0, &b);
