@@ -107,7 +107,7 @@ void tt_metrics_compute(const struct tt_request *r, struct tt_metric_values *m,
     const struct tt_stream_stats *s = &r->s;
     const char *source = NULL;
     int streaming = s->streaming != 0;
-    double ttft = -1, ttfo = -1, lat = -1;
+    double ttft = -1, ttfo = -1, lat = -1, v;
 
     memset(m, 0, sizeof(*m));
 
@@ -124,9 +124,11 @@ void tt_metrics_compute(const struct tt_request *r, struct tt_metric_values *m,
             put(m, TT_M_TTFO, ttfo);
         if (ttft >= 0 && ttfo >= 0)
             put(m, TT_M_REASONING_LATENCY, ttfo - ttft);
+        if ((v = since_t0(r, r->ts[TT_TS_FIRST_AUDIO])) >= 0)
+            put(m, TT_M_TTFA, v);
         lat = since_t0(r, last_token_time(r));
     }
-    if (lat < 0)
+    if (lat < 0 && !r->ws.session)     /* a session's length is no request's latency */
         lat = since_t0(r, r->ts[TT_TS_RESPONSE_COMPLETE]);
     if (lat >= 0)
         put(m, TT_M_REQUEST_LATENCY, lat);

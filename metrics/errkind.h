@@ -57,6 +57,9 @@
     X(STREAM_ERROR, "stream_error", "upstream's", \
       "error in a stream under a non-error status (`data: {\"error\":..}`, `event: error`, " \
       "`response.failed`, Ollama `{\"error\":..}` lines)") \
+    X(STREAM_PARSE_ERROR, "stream_parse_error", "502", \
+      "a WebSocket session's frames broke RFC 6455: forwarded as they came, its decoding " \
+      "stopped (the turn in progress and the session)") \
     X(UPSTREAM_ERROR, "upstream_error", "upstream's", \
       "error object in a non-streaming body under a non-error status") \
     X(CANCELLED, "cancelled", "499", \

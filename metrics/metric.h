@@ -82,7 +82,11 @@
       "Time until the client's TCP acknowledged the whole response (ok requests).", LATENCY) \
     /* first_token_acked - first_token */ \
     X(DELIVERY_DELAY, "delivery_delay", "ms", "Delivery Delay", "Delivery (ms)", 15, 0, \
-      NOFAM, NULL, NULL, 0)
+      NOFAM, NULL, NULL, 0) \
+    /* Realtime (SPEC section 13): the first audio delta */ \
+    X(TTFA, "time_to_first_audio", "ms", "Time to First Audio", "TTFA (ms)", 20, 0, \
+      FAM, "tokentap_time_to_first_audio_seconds", \
+      "Time to the first audio delta (Realtime turns, ok requests).", LATENCY)
 
 /*
  * The inter-chunk gaps: not one value per request but one observation per

@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,6 +506,60 @@ static void metric_entry(struct jw *w, int id, double v, int *first)
     JW_LIT(w, "\"}");
 }
 
+/* Realtime's usage details (SPEC section 13), inside metadata.usage */
+static void usage_details(struct jw *w, const struct tt_stream_stats *s, int *g)
+{
+    static const struct { const char *key; size_t off; } keys[] = {
+        { "input_text_tokens",   offsetof(struct tt_stream_stats, usage_input_text) },
+        { "input_audio_tokens",  offsetof(struct tt_stream_stats, usage_input_audio) },
+        { "output_text_tokens",  offsetof(struct tt_stream_stats, usage_output_text) },
+        { "output_audio_tokens", offsetof(struct tt_stream_stats, usage_output_audio) },
+    };
+
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        int64_t v;
+        memcpy(&v, (const char *)s + keys[i].off, sizeof(v));
+        if (v < 0)
+            continue;
+        jw_key(w, keys[i].key, g);
+        jw_i64(w, v);
+    }
+}
+
+/* a WebSocket turn's or session's fields (SPEC section 13) */
+static void ws_fields(struct jw *w, const struct tt_request *r, int *f)
+{
+    const struct tt_ws_stats *ws = &r->ws;
+
+    JW_KEY(w, "transport", f);
+    JW_LIT(w, "\"websocket\"");
+    JW_KEY(w, "ws_session", f);
+    jw_str(w, ws->session_id);
+    if (ws->session) {
+        JW_KEY(w, "turns", f);
+        jw_u64(w, ws->turn);
+        JW_KEY(w, "messages_in", f);
+        jw_u64(w, ws->msgs_in);
+        JW_KEY(w, "messages_out", f);
+        jw_u64(w, ws->msgs_out);
+        if (ws->overs > 0) {
+            JW_KEY(w, "messages_over_max_event_bytes", f);
+            jw_u64(w, ws->overs);
+        }
+        if (ws->stopped != NULL) {
+            JW_KEY(w, "decoding_stopped", f);
+            jw_str(w, ws->stopped);
+        }
+        return;
+    }
+    JW_KEY(w, "turn", f);
+    jw_u64(w, ws->turn);
+    if (r->s.response_id[0]) {
+        JW_KEY(w, "response_id", f);
+        jw_str(w, r->s.response_id);
+    }
+}
+
 /* metadata.client_tcp and metadata.delivery (SPEC section 12) */
 static void delivery_fields(struct jw *w, const struct tt_request *r, int *f)
 {
@@ -624,7 +679,7 @@ char *tt_record_format(const struct tt_request *r,
     jw_raw(&w, "}", 1);
 
     if (s->usage_input >= 0 || s->usage_output >= 0 || s->usage_reasoning >= 0 ||
-        s->usage_cached >= 0) {
+        s->usage_cached >= 0 || s->usage_input_audio >= 0 || s->usage_output_audio >= 0) {
         JW_KEY(&w, "usage", &f);
         jw_raw(&w, "{", 1);
         g = 1;
@@ -644,6 +699,7 @@ char *tt_record_format(const struct tt_request *r,
             JW_KEY(&w, "cached_input_tokens", &g);
             jw_i64(&w, s->usage_cached);
         }
+        usage_details(&w, s, &g);
         jw_raw(&w, "}", 1);
     }
     if (r->usage_injected) {
@@ -683,6 +739,8 @@ char *tt_record_format(const struct tt_request *r,
     jw_u64(&w, r->bytes_out);
     if (r->dl.on)
         delivery_fields(&w, r, &f);
+    if (r->ws.on)
+        ws_fields(&w, r, &f);
     if (slo != NULL) {
         JW_KEY(&w, "slo", &f);
         jw_lit(&w, slo->good ? "{\"good\":true,\"violations\":["

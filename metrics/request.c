@@ -14,6 +14,7 @@ const char *const tt_ts_names[TT_TS__COUNT] = {
     "response_headers", "first_event", "first_token", "second_token",
     "first_output_token", "last_token", "response_complete", "delivered",
     "first_token_acked", "first_output_token_acked", "response_acked",
+    "first_audio",
 };
 
 static const char *const api_names[TT_API__COUNT] = {
@@ -26,6 +27,7 @@ static const char *const api_names[TT_API__COUNT] = {
     [TT_API_OLLAMA]             = "ollama",
     [TT_API_TGI]                = "tgi",
     [TT_API_LLAMACPP]           = "llamacpp.completion",
+    [TT_API_OPENAI_REALTIME]    = "openai.realtime",
 };
 
 const char *const tt_srv_names[TT_SRV__COUNT] = {
@@ -52,6 +54,8 @@ void tt_request_init(struct tt_request *r)
     r->s.usage_output = -1;
     r->s.usage_reasoning = -1;
     r->s.usage_cached = -1;
+    r->s.usage_input_text = r->s.usage_input_audio = -1;
+    r->s.usage_output_text = r->s.usage_output_audio = -1;
     r->upstream_name = "primary";
 }
 

@@ -24,6 +24,7 @@ enum tt_api {
     TT_API_OLLAMA,
     TT_API_TGI,
     TT_API_LLAMACPP,            /* llama.cpp's native /completion, /infill */
+    TT_API_OPENAI_REALTIME,     /* OpenAI Realtime over WebSocket (SPEC section 13) */
     TT_API__COUNT
 };
 
@@ -49,6 +50,7 @@ enum tt_ts {
     TT_TS_FIRST_TOKEN_ACKED,
     TT_TS_FIRST_OUTPUT_TOKEN_ACKED,
     TT_TS_RESPONSE_ACKED,
+    TT_TS_FIRST_AUDIO,          /* first audio delta (Realtime, SPEC section 13) */
     TT_TS__COUNT
 };
 
@@ -95,6 +97,8 @@ struct tt_stream_stats {
     int64_t  usage_output;      /* completion tokens incl. reasoning, -1 when absent */
     int64_t  usage_reasoning;   /* reasoning tokens, -1 when absent */
     int64_t  usage_cached;      /* cached prompt tokens, -1 when absent */
+    /* Realtime's token details (SPEC section 13), -1 when absent */
+    int64_t  usage_input_text, usage_input_audio, usage_output_text, usage_output_audio;
     uint32_t choices;           /* choices (or prompts) answered, 0 unknown */
     uint32_t server_present;    /* bit (1u << enum tt_srv) per known field */
     double   server[TT_SRV__COUNT];
@@ -124,6 +128,20 @@ struct tt_delivery_stats {
     uint64_t written_bytes;     /* this response's bytes the socket took */
     uint64_t acked_bytes;       /* of those, acknowledged */
     uint32_t acked_token_events;
+};
+
+/*
+ * A WebSocket session (SPEC section 13): each turn is a request of its own
+ * and the session one more (status 101); proxy/wsturn.c fills this.
+ */
+struct tt_ws_stats {
+    unsigned    on:1;           /* carried by a WebSocket: metadata.transport */
+    unsigned    session:1;      /* the session's own record, not a turn */
+    uint32_t    turn;           /* a turn: 1, 2, ...; the session: turns begun */
+    char        session_id[40]; /* the session's x_request_id, on every turn */
+    uint64_t    msgs_in, msgs_out;  /* the session: messages each way */
+    uint32_t    overs;          /* the session: messages over max_event_bytes */
+    const char *stopped;        /* the session: why decoding stopped (static), NULL */
 };
 
 struct tt_pair;
@@ -196,6 +214,7 @@ struct tt_request {
 
     struct tt_stream_stats s;
     struct tt_delivery_stats dl;
+    struct tt_ws_stats ws;
 
     /* error of the request as a whole; type is a static string or NULL */
     int         err_code;       /* HTTP-ish code: 502, 504, 499, 400... */

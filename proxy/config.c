@@ -237,6 +237,10 @@ static const struct opt opts[] = {
     { "inspect_max_bytes", S_LIMITS, T_SIZE, F(inspect_max_bytes), "1m", "SIZE",
       1 * KIB, 64 * MIB, NULL, NULL,
       "per request: body bytes read for model, stream, max_tokens" },
+    { "max_event_bytes", S_LIMITS, T_SIZE, F(max_event_bytes), "1m", "SIZE",
+      4 * KIB, 64 * MIB, NULL, NULL,
+      "one decoded event (SSE event, NDJSON line, WebSocket message inflated): longer ones "
+      "pass, not decoded, counted" },
     { "inspect_budget", S_LIMITS, T_SIZE, F(inspect_budget), "64m", "SIZE",
       64 * KIB, 64 * GIB, NULL, NULL,
       "all body copies together, process-wide" },

@@ -117,6 +117,7 @@ struct tt_config {
     int      compare_output;        /* [record] answer digests: 0 */
     size_t   inspect_max_bytes;     /* request body copy for the inspector: 1048576 */
     size_t   inspect_budget;        /* all inspector copies: 67108864 */
+    size_t   max_event_bytes;       /* one decoded event or WebSocket message: 1048576 */
     /* [trace] (metrics/otlp_export.c, proxy/trace.c) */
     char     otlp_endpoint[TT_PATH_MAX]; /* base URL, spans go to URL/v1/traces; "" off */
     int      otlp_protocol;         /* enum tt_otlp_protocol: http/protobuf */

@@ -72,6 +72,7 @@
 #include "proxy/stream.h"
 #include "proxy/trace.h"
 #include "proxy/usagewire.h"
+#include "proxy/wsturn.h"
 #include "proxy/worker.h"
 #include "tls/tls.h"
 
@@ -94,6 +95,8 @@ struct tt_conn {
     struct tt_leg      *shadows;    /* shadow legs of this connection (cnext) */
     struct tt_inspect   insp;
     struct tt_delivery  dl;         /* what the client acknowledged (proxy/delivery.h) */
+    struct tt_ws_sess  *ws;         /* owned: a WebSocket tunnel read turn by turn
+                                     * (proxy/wsturn.h), or NULL */
     struct tt_request  *acking;     /* owned: a finished request whose record waits
                                      * for the client's acknowledgement, or NULL */
     unsigned            marking;    /* delivery marks the next write ends (TT_DM_BIT) */
@@ -940,6 +943,8 @@ again:
         case RQ_TUNNEL:
             if (c->pri.up != NULL && avail > 0) {
                 c->req.bytes_in += avail;       /* through the tunnel */
+                if (c->ws != NULL)
+                    tt_ws_sess_feed(c->ws, 1, in, avail, c->now);
                 evbuffer_add_buffer(tt_leg_output(&c->pri), in);
                 tt_conn_tunnel_activity(c);
             }
@@ -958,6 +963,24 @@ out:
 
 /* ------------------------------------------------------------------ */
 /* response side (the primary leg's calls)                             */
+
+/* a WebSocket session's turns (proxy/wsturn.h) are requests of their own */
+static void ws_turn_begin(void *arg, struct tt_request *turn)
+{
+    struct tt_conn *c = arg;
+
+    (void)turn;
+    tt_worker_request_start(c->w);
+}
+
+static void ws_turn_done(void *arg, struct tt_request *turn)
+{
+    struct tt_conn *c = arg;
+
+    tt_worker_request_done(c->w, turn);
+}
+
+static const struct tt_ws_sess_ops ws_ops = { ws_turn_begin, ws_turn_done };
 
 int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
                           int status, int chunked)
@@ -989,8 +1012,12 @@ int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
     evbuffer_add(out, "\r\n", 2);
     c->resp_started = 1;
     if (status == 101) {
+        enum tt_api api = tt_ws_session_api(c->req.api, rsh);
         c->rq = RQ_TUNNEL;
         c->keepalive = 0;
+        if (api != TT_API_OTHER)
+            c->ws = tt_ws_sess_new(&c->req, api, rsh, CFG(c)->max_event_bytes,
+                                   (enum tt_think_mode)CFG(c)->think_tags, &ws_ops, c);
         tt_conn_tunnel_activity(c);
     }
     return 0;
@@ -1036,9 +1063,23 @@ void tt_conn_tunnel_activity(struct tt_conn *c)
     tt_timer_set(c->ctimer, CFG(c)->upstream_idle_ms);
 }
 
+void tt_conn_tunnel_out(struct tt_conn *c, struct evbuffer *in)
+{
+    size_t n = evbuffer_get_length(in);
+
+    c->req.bytes_out += n;
+    if (c->ws != NULL)
+        tt_ws_sess_feed(c->ws, 0, in, n, c->pri.now);
+    evbuffer_add_buffer(c->stage, in);
+    tt_conn_flush(c);
+    tt_conn_tunnel_activity(c);
+}
+
 void tt_conn_tunnel_closed(struct tt_conn *c)
 {
     c->now = c->pri.now;
+    if (c->ws != NULL)
+        tt_ws_sess_end(c->ws, 0, c->now);
     request_finish(c);
     close_after_flush(c);
 }
@@ -1166,8 +1207,11 @@ static void next_request(struct tt_conn *c)
 static void conn_cancel(struct tt_conn *c, const char *why)
 {
     if (c->active && RS(c) == LEG_TUNNEL) {
-        /* a tunnel ends when either side closes: not a cancellation */
+        /* a tunnel ends when either side closes: not a cancellation (a
+         * WebSocket turn still open is: the client left mid-turn) */
         c->req.ts[TT_TS_RESPONSE_COMPLETE] = c->now;
+        if (c->ws != NULL)
+            tt_ws_sess_end(c->ws, 1, c->now);
     } else if (c->active && RS(c) != LEG_DONE) {
         c->req.cancelled = 1;
         tt_request_set_error(&c->req, 499, "cancelled", why);
@@ -1217,7 +1261,11 @@ static void conn_free(struct tt_conn *c)
 
     if (c->acking != NULL)
         acking_done(c);
+    if (c->ws != NULL)
+        tt_ws_sess_end(c->ws, 1, c->now);   /* a turn still open: cancelled */
     request_finish(c);
+    tt_ws_sess_free(c->ws);
+    c->ws = NULL;
     /* shadows of earlier requests run on alone; unfinished copies stop */
     shadows_release(c, 1, SH_DETACH, "client closed the connection");
     tt_leg_fini(&c->pri);

@@ -70,6 +70,9 @@ void tt_conn_upstream_drained(struct tt_conn *c);
 void tt_conn_no_keepalive(struct tt_conn *c);
 /* tunnels (101): bytes moved, or the upstream side closed */
 void tt_conn_tunnel_activity(struct tt_conn *c);
+/* the upstream's bytes of a tunnel (all of <in>), read at the primary's
+ * stamp: to the client, and to the WebSocket session's decoding */
+void tt_conn_tunnel_out(struct tt_conn *c, struct evbuffer *in);
 void tt_conn_tunnel_closed(struct tt_conn *c);
 /* a shadow leg leaves the connection's list */
 void tt_conn_shadow_unlink(struct tt_conn *c, struct tt_leg *l);

@@ -72,6 +72,15 @@ void tt_dec_reasoning(struct tt_stream *st, const char *s)
     tt_think_reasoning(&st->th, s);
 }
 
+void tt_dec_audio(struct tt_stream *st, const char *b64)
+{
+    if (b64 == NULL || b64[0] == '\0')
+        return;
+    if (st->r->ts[TT_TS_FIRST_AUDIO] == 0)
+        st->r->ts[TT_TS_FIRST_AUDIO] = st->now;
+    tt_think_tool(&st->th, b64);
+}
+
 void tt_dec_model(struct tt_stream *st, const char *m)
 {
     if (m != NULL && m[0] != '\0' && st->r->s.model[0] == '\0')

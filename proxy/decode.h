@@ -20,7 +20,8 @@
 #include "proxy/sse.h"
 #include "proxy/think.h"
 
-enum tt_framing { TT_FR_NONE = 0, TT_FR_SSE, TT_FR_NDJSON, TT_FR_JSON };
+/* TT_FR_MSG: one event per message of a message transport (WebSocket) */
+enum tt_framing { TT_FR_NONE = 0, TT_FR_SSE, TT_FR_NDJSON, TT_FR_JSON, TT_FR_MSG };
 
 struct tt_stream;
 
@@ -43,7 +44,7 @@ const struct tt_decoder *tt_decoder_of(enum tt_api api);
 
 extern const struct tt_decoder tt_dec_openai_chat, tt_dec_openai_completions,
     tt_dec_openai_responses, tt_dec_anthropic, tt_dec_gemini, tt_dec_ollama,
-    tt_dec_tgi, tt_dec_llamacpp;
+    tt_dec_tgi, tt_dec_llamacpp, tt_dec_openai_realtime;
 
 /* usage reported per choice (or per prompt): one part per index, summed */
 struct tt_usage_part {
@@ -122,13 +123,16 @@ int tt_jnum(const cJSON *o, const char *key, double *out);
 
 static inline int tt_dec_streaming(const struct tt_stream *st)
 {
-    return st->fr == TT_FR_SSE || st->fr == TT_FR_NDJSON;
+    return st->fr == TT_FR_SSE || st->fr == TT_FR_NDJSON || st->fr == TT_FR_MSG;
 }
 
 /* event text: answer (through the think filter), tool-call, reasoning */
 void tt_dec_answer(struct tt_stream *st, const char *s);
 void tt_dec_tool(struct tt_stream *st, const char *s);
 void tt_dec_reasoning(struct tt_stream *st, const char *s);
+/* an audio delta (base64 text): an output token event, outside the answer
+ * text (no digest, no think filter); the first sets TT_TS_FIRST_AUDIO */
+void tt_dec_audio(struct tt_stream *st, const char *b64);
 
 void tt_dec_model(struct tt_stream *st, const char *m);     /* first wins */
 void tt_dec_response_id(struct tt_stream *st, const char *id);  /* first wins */

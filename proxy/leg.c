@@ -837,12 +837,9 @@ void tt_leg_process(struct tt_leg *l)
             return;
         case LEG_TUNNEL:
             if (!l->shadow && l->c != NULL) {
-                l->req->bytes_out += evbuffer_get_length(in);   /* through the tunnel */
-                evbuffer_add_buffer(tt_conn_stage(l->c), in);
-                if (l->up->suspended)
+                tt_conn_tunnel_out(l->c, in);   /* sink: through the tunnel */
+                if (l->up != NULL && l->up->suspended)
                     tt_upstream_read_resume(l->up);
-                tt_conn_flush(l->c);
-                tt_conn_tunnel_activity(l->c);
             }
             return;
         case LEG_IDLE:

@@ -56,6 +56,7 @@
 #include "proxy/log.h"
 #include "proxy/ready.h"
 #include "proxy/sdnotify.h"
+#include "proxy/stream.h"
 #include "proxy/trace.h"
 #include "proxy/ratelimit.h"
 #include "proxy/upstream.h"
@@ -472,6 +473,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     evthread_use_pthreads();
+    tt_stream_event_max = cfg->max_event_bytes;     /* before any worker runs */
     srv = calloc(1, sizeof(*srv));
     if (srv == NULL)
         return 1;

@@ -54,7 +54,8 @@
 #include "proxy/decode.h"
 #include "proxy/httphead.h"
 
-#define EVENT_MAX     (1024u * 1024)        /* one SSE event / NDJSON line */
+/* one SSE event / NDJSON line (max_event_bytes, set at start) */
+size_t tt_stream_event_max = 1024u * 1024;
 #define JSON_BODY_MAX (4u * 1024 * 1024)    /* a non-streaming body */
 
 #define FR_NONE   TT_FR_NONE
@@ -81,6 +82,7 @@ static const struct tt_decoder *const decoders[TT_API__COUNT] = {
     [TT_API_OLLAMA]             = &tt_dec_ollama,
     [TT_API_TGI]                = &tt_dec_tgi,
     [TT_API_LLAMACPP]           = &tt_dec_llamacpp,
+    [TT_API_OPENAI_REALTIME]    = &tt_dec_openai_realtime,
 };
 
 const struct tt_decoder *tt_decoder_of(enum tt_api api)
@@ -139,6 +141,8 @@ enum tt_api tt_api_detect(const char *path, size_t len)
         return TT_API_OPENAI_COMPLETIONS;
     if (ends_with(path, n, "/responses"))
         return TT_API_OPENAI_RESPONSES;
+    if (ends_with(path, n, "/v1/realtime"))
+        return TT_API_OPENAI_REALTIME;
     if (ends_with(path, n, "/v1/messages"))
         return TT_API_ANTHROPIC;
     if (ends_with(path, n, "/api/chat") || ends_with(path, n, "/api/generate"))
@@ -285,10 +289,35 @@ struct tt_stream *tt_stream_new(struct tt_request *r, enum tt_api api,
     st->fr = choose_framing(st->dec, content_type, r->stream);
     st->max_index = -1;
     tt_think_init(&st->th, think, r, tt_dec_streaming(st));
-    tt_sse_init(&st->sse, EVENT_MAX);
-    tt_ndjson_init(&st->nd, EVENT_MAX);
+    tt_sse_init(&st->sse, tt_stream_event_max);
+    tt_ndjson_init(&st->nd, tt_stream_event_max);
     r->s.streaming = tt_dec_streaming(st);
     return st;
+}
+
+struct tt_stream *tt_stream_new_messages(struct tt_request *r, enum tt_api api,
+                                         enum tt_think_mode think)
+{
+    struct tt_stream *st = calloc(1, sizeof(*st));
+
+    if (st == NULL)
+        return NULL;
+    st->r = r;
+    st->dec = tt_decoder_of(api);
+    st->fr = TT_FR_MSG;
+    st->max_index = -1;
+    tt_think_init(&st->th, think, r, 1);
+    r->s.streaming = 1;
+    return st;
+}
+
+void tt_stream_message(struct tt_stream *st, const char *data, size_t len,
+                       uint64_t now)
+{
+    if (st == NULL || st->ended || st->fr != TT_FR_MSG)
+        return;
+    st->now = now;
+    on_event(st, NULL, data, len);
 }
 
 static void body_append(struct tt_stream *st, const char *buf, size_t len)

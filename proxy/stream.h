@@ -42,6 +42,15 @@ struct tt_stream *tt_stream_new(struct tt_request *r, enum tt_api api,
  */
 void tt_stream_head(struct tt_stream *st, const struct tt_head *h);
 
+/*
+ * A decoder for the events of a message transport (a WebSocket turn, SPEC
+ * section 13): each tt_stream_message() is one whole event, no framing.
+ */
+struct tt_stream *tt_stream_new_messages(struct tt_request *r, enum tt_api api,
+                                         enum tt_think_mode think);
+void tt_stream_message(struct tt_stream *st, const char *data, size_t len,
+                       uint64_t now);
+
 /* feed body bytes that arrived at monotonic time <now> */
 void tt_stream_feed(struct tt_stream *st, const char *buf, size_t len,
                     uint64_t now);
@@ -56,5 +65,9 @@ void tt_stream_free(struct tt_stream *st);
 /* 1 (default): decoders with a fast path read the events they recognise
  * without a cJSON tree; 0 sends every event to cJSON (tests compare the two) */
 extern int tt_stream_fast;
+
+/* the longest event decoded (max_event_bytes; set once at start, before
+ * the workers run): an SSE event, an NDJSON line */
+extern size_t tt_stream_event_max;
 
 #endif

@@ -586,6 +586,7 @@ static void test_family_names(void **state)
         "tokentap_client_time_to_first_token_seconds",
         "tokentap_client_time_to_first_output_token_seconds",
         "tokentap_client_request_latency_seconds",
+        "tokentap_time_to_first_audio_seconds",
     };
     struct tt_agg *a = tt_agg_new(NULL);
     struct tt_request r;

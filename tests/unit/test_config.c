@@ -279,7 +279,7 @@ static void test_bad_values(void **state)
              "time_to_second_token, time_to_first_output_token, request_latency, "
              "inter_token_latency, output_token_throughput_per_user, "
              "input_sequence_length, output_sequence_length, output_token_count, "
-             "reasoning_token_count, reasoning_latency, cached_input_tokens, server_prefill_ms, server_queue_ms, ttft_outside_server_ms, client_time_to_first_token, client_time_to_first_output_token, client_request_latency, delivery_delay; aliases ttft, ttfo, itl, "
+             "reasoning_token_count, reasoning_latency, cached_input_tokens, server_prefill_ms, server_queue_ms, ttft_outside_server_ms, client_time_to_first_token, client_time_to_first_output_token, client_request_latency, delivery_delay, time_to_first_audio; aliases ttft, ttfo, itl, "
              "tpot, e2el)");
     load_err("[slo]\ngoodput = ttft:1 time_to_first_token:2\n", 2,
              "key 'goodput': duplicate metric 'time_to_first_token' ('ttft:1' "

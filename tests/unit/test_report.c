@@ -376,6 +376,7 @@ static void test_metric_order(void **state)
         TT_M_REASONING_TOKENS, TT_M_REASONING_LATENCY,
         TT_M_CLIENT_TTFT, TT_M_CLIENT_TTFO, TT_M_CLIENT_LATENCY, TT_M_DELIVERY_DELAY,
         TT_M_CACHED_INPUT, TT_M_SERVER_QUEUE, TT_M_SERVER_PREFILL, TT_M_TTFT_OUTSIDE,
+        TT_M_TTFA,
     };
     (void)state;
     for (int k = 0; k < TT_M_NAMED; k++)
