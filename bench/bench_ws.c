@@ -5,11 +5,11 @@
  * permessage-deflate (context takeover, 15 bits: inflate included).  The
  * events are a captured Responses stream, one JSON object per line, the
  * delta events repeated to make a long answer.  For a repeatable figure
- * count instructions (bench/ws_cost.sh does):
+ * count instructions in measure() alone (bench/ws_cost.sh does):
  *
  *   cc -std=c11 -D_GNU_SOURCE -O2 -I. bench/bench_ws.c build/libtt.a \
  *      -levent -lssl -lcrypto -lcjson -lz -lpthread -lm -o build/bench_ws
- *   valgrind --tool=callgrind build/bench_ws FILE.jsonl sse|ws|wsz 20
+ *   valgrind --tool=callgrind --toggle-collect='measure*' build/bench_ws FILE.jsonl sse|ws|wsz 20
  *
  * The frames and SSE bytes are built before the measured loop; each round
  * is one response (a turn), so per-response costs are included.
@@ -62,6 +62,55 @@ static char *slurp(const char *path, size_t *len)
     return b;
 }
 
+/* the measured loops (callgrind --toggle-collect=measure*): each round one
+ * response, fed in reads of 4 KiB */
+__attribute__((noinline)) static void measure_sse(const char *sbytes, size_t slen, int rounds)
+{
+    for (int i = 0; i < rounds; i++) {
+        struct tt_request r;
+        tt_request_init(&r);
+        struct tt_stream *st = tt_stream_new(&r, TT_API_OPENAI_RESPONSES,
+                                             "text/event-stream", TT_THINK_AUTO);
+        for (size_t off = 0; off < slen; off += 4096)
+            tt_stream_feed(st, sbytes + off, slen - off < 4096 ? slen - off : 4096,
+                           (uint64_t)i * 1000000 + off);
+        tt_stream_end(st, 1, (uint64_t)i * 1000000 + slen);
+        events_seen += r.s.events;
+        tt_stream_free(st);
+        tt_request_reset(&r);
+    }
+}
+
+/* one session, one turn per round, as a long-lived socket has */
+__attribute__((noinline)) static void measure_ws(const char *fbytes, const size_t *round_end,
+                                                 int rounds, const struct tt_head *h,
+                                                 struct evbuffer *create)
+{
+    struct tt_request sess;
+    struct tt_ws_sess *ws;
+    struct evbuffer *in = evbuffer_new();
+
+    tt_request_init(&sess);
+    sess.status = 101;
+    ws = tt_ws_sess_new(&sess, TT_API_OPENAI_RESPONSES, h, 1 << 20, TT_THINK_AUTO, &ops, NULL);
+    for (int i = 0; i < rounds; i++) {
+        size_t from = i > 0 ? round_end[i - 1] : 0, to = round_end[i];
+        struct evbuffer *c = evbuffer_new();
+        evbuffer_add_buffer_reference(c, create);
+        tt_ws_sess_feed(ws, 1, c, evbuffer_get_length(c), (uint64_t)i * 1000000);
+        evbuffer_free(c);
+        for (size_t off = from; off < to; off += 4096) {
+            size_t n = to - off < 4096 ? to - off : 4096;
+            evbuffer_add(in, fbytes + off, n);
+            tt_ws_sess_feed(ws, 0, in, n, (uint64_t)i * 1000000 + off);
+            evbuffer_drain(in, n);
+        }
+    }
+    tt_ws_sess_free(ws);
+    tt_request_reset(&sess);
+    evbuffer_free(in);
+}
+
 int main(int argc, char **argv)
 {
     static const unsigned char key[4] = { 0x11, 0x22, 0x33, 0x44 };
@@ -98,7 +147,7 @@ int main(int argc, char **argv)
     /* the client's create, uncompressed (a message may be) */
     tt_ws_write_msg(create, TT_WS_TEXT, "{\"type\":\"response.create\"}", 26, NULL, key);
 
-    /* the stream: every line, the delta lines 8 times over; the frames of
+    /* the stream: every line, the delta events 8 times over; the frames of
      * every round built ahead (a compressed stream continues its context
      * from one turn to the next, as on a long-lived socket) */
     size_t *round_end = calloc((size_t)rounds + 1, sizeof(size_t));
@@ -106,8 +155,8 @@ int main(int argc, char **argv)
         for (char *line = buf; *line;) {
             char *nl = strchr(line, '\n');
             size_t n = nl ? (size_t)(nl - line) : strlen(line);
-            char *d = n > 0 ? strstr(line, "\"type\":\"response.output_text.delta\"") : NULL;
-            int reps = d != NULL && d < line + n ? 8 : 1;
+            char *d = n > 0 ? strstr(line, ".delta\",") : NULL;
+            int reps = d != NULL && d < line + 64 ? 8 : 1;     /* a delta event */
             for (int r = 0; r < reps && n > 0; r++) {
                 if (rd == 0) {
                     evbuffer_add(sse, "data: ", 6);
@@ -126,59 +175,21 @@ int main(int argc, char **argv)
     }
 
     size_t slen = evbuffer_get_length(sse), flen = evbuffer_get_length(frames);
-    char *sbytes = malloc(slen);
+    char *sbytes = malloc(slen), *fbytes = malloc(flen ? flen : 1);
     evbuffer_copyout(sse, sbytes, slen);
+    evbuffer_copyout(frames, fbytes, flen);
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    if (strcmp(mode, "sse") == 0) {
-        for (int i = 0; i < rounds; i++) {
-            struct tt_request r;
-            tt_request_init(&r);
-            struct tt_stream *st = tt_stream_new(&r, TT_API_OPENAI_RESPONSES,
-                                                 "text/event-stream", TT_THINK_AUTO);
-            for (size_t off = 0; off < slen; off += 4096)      /* reads of 4 KiB */
-                tt_stream_feed(st, sbytes + off, slen - off < 4096 ? slen - off : 4096,
-                               (uint64_t)i * 1000000 + off);
-            tt_stream_end(st, 1, (uint64_t)i * 1000000 + slen);
-            events_seen += r.s.events;
-            tt_stream_free(st);
-            tt_request_reset(&r);
-        }
-    } else {
-        /* one session, one turn per round, as a long-lived socket has;
-         * the server's frames in reads of 4 KiB */
-        struct tt_request sess;
-        struct tt_ws_sess *ws;
-        struct evbuffer *in = evbuffer_new();
-        char *fbytes = malloc(flen);
-
-        evbuffer_copyout(frames, fbytes, flen);
-        tt_request_init(&sess);
-        sess.status = 101;
-        ws = tt_ws_sess_new(&sess, TT_API_OPENAI_RESPONSES, &h, 1 << 20, TT_THINK_AUTO, &ops, NULL);
-        for (int i = 0; i < rounds; i++) {
-            size_t from = i > 0 ? round_end[i - 1] : 0, to = round_end[i];
-            struct evbuffer *c = evbuffer_new();
-            evbuffer_add_buffer_reference(c, create);
-            tt_ws_sess_feed(ws, 1, c, evbuffer_get_length(c), (uint64_t)i * 1000000);
-            evbuffer_free(c);
-            for (size_t off = from; off < to; off += 4096) {
-                size_t n = to - off < 4096 ? to - off : 4096;
-                evbuffer_add(in, fbytes + off, n);
-                tt_ws_sess_feed(ws, 0, in, n, (uint64_t)i * 1000000 + off);
-                evbuffer_drain(in, n);
-            }
-        }
-        tt_ws_sess_free(ws);
-        tt_request_reset(&sess);
-        evbuffer_free(in);
-        free(fbytes);
-    }
+    if (strcmp(mode, "sse") == 0)
+        measure_sse(sbytes, slen, rounds);
+    else
+        measure_ws(fbytes, round_end, rounds, &h, create);
     clock_gettime(CLOCK_MONOTONIC, &b);
     double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
     printf("%s: %llu events decoded (%llu per round), %.0f ns per event\n", mode, events_seen,
            nev, events_seen ? ns / (double)events_seen : 0);
     free(sbytes);
+    free(fbytes);
     free(round_end);
     free(buf);
     evbuffer_free(sse);
