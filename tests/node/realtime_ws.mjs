@@ -5,7 +5,7 @@
 //
 //   node realtime_ws.mjs --url ws[s]://127.0.0.1:PORT/v1/realtime --turns N
 //        [--ca FILE] [--no-deflate] [--deflate-threshold B] [--text-only]
-//        [--beta] [--cancel-turn K] [--drop-turn K] [--sim JSON]
+//        [--beta] [--cancel-turn K] [--drop-turn K] [--sim JSON] [--sim-turn K:JSON]
 //        [--model M] [--timeout-ms T]
 //
 // The SDK always dials wss://<base URL>/realtime?model=M.  A wss:// --url is
@@ -56,6 +56,14 @@ const url = opt('--url');
 const turns = Number(opt('--turns', '1'));
 const model = opt('--model', 'gpt-realtime');
 const sim = opt('--sim');
+// --sim-turn K:JSON (repeatable): turn K's knobs instead of --sim's
+const simTurn = new Map();
+args.forEach((a, i) => {
+  if (a !== '--sim-turn') return;
+  const v = args[i + 1];
+  simTurn.set(Number(v.slice(0, v.indexOf(':'))), v.slice(v.indexOf(':') + 1));
+});
+const simOf = (n) => simTurn.get(n) ?? sim;
 const cancelTurn = Number(opt('--cancel-turn', '0'));
 const dropTurn = Number(opt('--drop-turn', '0'));
 const beta = flag('--beta');
@@ -151,10 +159,10 @@ function runTurn(n) {
     rt.send({ type: 'conversation.item.create',
               item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: `turn ${n}: say something` }] } });
     const response = {};
-    if (sim) response.metadata = { sim };
+    if (simOf(n)) response.metadata = { sim: simOf(n) };
     if (textOnly) response[beta ? 'modalities' : 'output_modalities'] = ['text'];
     const body = { type: 'response.create', response };
-    if (sim) body.sim = JSON.parse(sim);
+    if (simOf(n)) body.sim = JSON.parse(simOf(n));
     turn = t;
     t.sent = now();
     rt.send(body);

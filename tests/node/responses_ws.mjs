@@ -3,7 +3,7 @@
 // openai/resources/responses/ws; nothing hand-rolled on the wire).
 //
 //   node responses_ws.mjs --base-url http://127.0.0.1:PORT/v1 --turns N
-//        [--no-deflate] [--deflate-threshold B] [--sim JSON] [--model M]
+//        [--no-deflate] [--deflate-threshold B] [--sim JSON] [--sim-turn K:JSON] [--model M]
 //        [--cancel-turn K] [--drop-turn K] [--ca FILE] [--timeout-ms T]
 //
 // The SDK turns the base URL into ws[s]://HOST:PORT/v1/responses (http ->
@@ -48,6 +48,14 @@ const baseURL = opt('--base-url');
 const turns = Number(opt('--turns', '1'));
 const model = opt('--model', 'sim-model');
 const sim = opt('--sim');
+// --sim-turn K:JSON (repeatable): turn K's knobs instead of --sim's
+const simTurn = new Map();
+args.forEach((a, i) => {
+  if (a !== '--sim-turn') return;
+  const v = args[i + 1];
+  simTurn.set(Number(v.slice(0, v.indexOf(':'))), v.slice(v.indexOf(':') + 1));
+});
+const simOf = (n) => simTurn.get(n) ?? sim;
 const cancelTurn = Number(opt('--cancel-turn', '0'));
 const dropTurn = Number(opt('--drop-turn', '0'));
 const caFile = opt('--ca');
@@ -121,7 +129,7 @@ function runTurn(n, prev) {
     };
     turn = t;
     const body = { type: 'response.create', model, input: `turn ${n}: say something`, store: false };
-    if (sim) body.metadata = { sim };
+    if (simOf(n)) body.metadata = { sim: simOf(n) };
     if (prev) body.previous_response_id = prev;
     t.sent = now();
     rws.send(body);

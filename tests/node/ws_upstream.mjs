@@ -85,12 +85,23 @@ function knobs(msg) {
   return k;
 }
 
-// run fn at absolute hrtime target (ns); re-arms when a timer fires early
+// run fn at absolute hrtime target (ns) or later; re-arms when a timer
+// fires early (libuv's clock is in whole ms)
 function at(target, fn, timers) {
   const left = Number(target - now()) / 1e6;
   if (left <= 0) { fn(); return; }
   const h = setTimeout(() => { timers.delete(h); at(target, fn, timers); }, Math.ceil(left));
   timers.add(h);
+}
+
+// deltas 0..n-1 at t0 + i*gap (absolute targets), each timer armed by the
+// one before: never early, never out of order; then end() (at t0 when n is 0)
+function deltas(t0, n, gapMs, timers, onDelta, end) {
+  const step = (i) => {
+    if (i === n) { end(); return; }
+    at(t0 + BigInt(i * gapMs) * 1000000n, () => { onDelta(i); step(i + 1); }, timers);
+  };
+  if (n === 0) at(t0, end, timers); else step(0);
 }
 
 let connSeq = 0;
@@ -147,16 +158,8 @@ function responsesSession(ws, conn) {
     ev('response.created', { response: resp('in_progress') });
     ev('response.in_progress', { response: resp('in_progress') });
     const t0 = recv + BigInt(k.ttft_ms) * 1000000n;
-    toks.forEach((tok, i) => at(t0 + BigInt(i * k.gap_ms) * 1000000n, () => {
-      if (i === 0) {
-        ev('response.output_item.added', { output_index: 0, item: item('in_progress', []) });
-        ev('response.content_part.added', { item_id: msgId, output_index: 0, content_index: 0, part: part('') });
-      }
-      ev('response.output_text.delta', { item_id: msgId, output_index: 0, content_index: 0, delta: tok, logprobs: [] });
-      mine.deltas++;
-    }, cur.timers));
-    const tEnd = t0 + BigInt(Math.max(0, k.tokens - 1) * k.gap_ms) * 1000000n;
-    at(tEnd, () => {
+    // after the last delta: the *.done events and response.completed
+    const finish = () => {
       if (k.tokens > 0) {
         ev('response.output_text.done', { item_id: msgId, output_index: 0, content_index: 0, text, logprobs: [] });
         ev('response.content_part.done', { item_id: msgId, output_index: 0, content_index: 0, part: part(text) });
@@ -176,7 +179,15 @@ function responsesSession(ws, conn) {
       }) });
       out({ event: 'turn_end', conn, turn: mine.turn, status: 'completed', deltas: mine.deltas });
       cur = null;
-    }, cur.timers);
+    };
+    deltas(t0, toks.length, k.gap_ms, cur.timers, (i) => {
+      if (i === 0) {
+        ev('response.output_item.added', { output_index: 0, item: item('in_progress', []) });
+        ev('response.content_part.added', { item_id: msgId, output_index: 0, content_index: 0, part: part('') });
+      }
+      ev('response.output_text.delta', { item_id: msgId, output_index: 0, content_index: 0, delta: toks[i], logprobs: [] });
+      mine.deltas++;
+    }, finish);
   });
 
   return () => {                 // on close: stop the response in flight
@@ -269,21 +280,6 @@ function realtimeSession(ws, conn, beta, model) {
 
     send({ type: 'response.created', response: resp('in_progress') });
     const t0 = recv + BigInt(k.ttft_ms) * 1000000n;
-    toks.forEach((tok, i) => at(t0 + BigInt(i * k.gap_ms) * 1000000n, () => {
-      if (i === 0) {
-        send({ type: 'response.output_item.added', response_id: id, output_index: 0, item: item('in_progress', null) });
-        send({ type: N.itemAdded, previous_item_id: null, item: item('in_progress', null) });
-        send({ type: 'response.content_part.added', ...ids, part: audio ? { type: partType, transcript: '' } : { type: partType, text: '' } });
-      }
-      if (audio) {
-        send({ type: `${N.transcript}.delta`, ...ids, delta: tok });
-        send({ type: `${N.audio}.delta`, ...ids, delta: audioChunk });
-      } else {
-        send({ type: `${N.text}.delta`, ...ids, delta: tok });
-      }
-      mine.deltas++;
-    }, cur.timers));
-
     // response.done, with usage for the tokens sent so far (all of them
     // when completed, fewer when cancelled)
     cur.finish = (status) => {
@@ -319,7 +315,21 @@ function realtimeSession(ws, conn, beta, model) {
       out({ event: 'turn_end', conn, turn: mine.turn, status, deltas: mine.deltas });
       cur = null;
     };
-    at(t0 + BigInt(Math.max(0, k.tokens - 1) * k.gap_ms) * 1000000n, () => mine.finish('completed'), cur.timers);
+    deltas(t0, toks.length, k.gap_ms, cur.timers, (i) => {
+      const tok = toks[i];
+      if (i === 0) {
+        send({ type: 'response.output_item.added', response_id: id, output_index: 0, item: item('in_progress', null) });
+        send({ type: N.itemAdded, previous_item_id: null, item: item('in_progress', null) });
+        send({ type: 'response.content_part.added', ...ids, part: audio ? { type: partType, transcript: '' } : { type: partType, text: '' } });
+      }
+      if (audio) {
+        send({ type: `${N.transcript}.delta`, ...ids, delta: tok });
+        send({ type: `${N.audio}.delta`, ...ids, delta: audioChunk });
+      } else {
+        send({ type: `${N.text}.delta`, ...ids, delta: tok });
+      }
+      mine.deltas++;
+    }, () => mine.finish('completed'));
   });
 
   return () => {
