@@ -1,7 +1,43 @@
 #!/bin/sh
 # Installs what tokentap needs to build and test, when something is missing.
 # Debian/Ubuntu as root: apt-get. Elsewhere: prints the command to run.
+# Then the npm packages of the WebSocket test peers (tests/node: the OpenAI
+# SDK's clients and ws), `npm ci` from the committed package-lock.json when
+# tests/node/node_modules is missing or older than that file.
+#
+#   sh scripts/deps.sh          packages, then tests/node's npm packages
+#   sh scripts/deps.sh node     tests/node's npm packages only (make test and
+#                               make check run this each time: it does
+#                               nothing while node_modules is up to date)
+#   sh scripts/deps.sh deb|bench  see below
 set -u
+cd "$(dirname "$0")/.."
+
+# tests/node/node_modules from package-lock.json (npm ci: exactly the
+# pinned versions).  A failure is not fatal to the build: the tests that
+# need these peers then report SKIP and name what is missing.
+node_deps() {
+    dir=tests/node
+    stamp=$dir/node_modules/.package-lock.json     # npm ci writes it last
+    if [ -f "$stamp" ] && [ ! "$dir/package-lock.json" -nt "$stamp" ]; then
+        return 0
+    fi
+    if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+        echo "tokentap: node/npm not installed: the WebSocket client tests will be skipped" >&2
+        return 0
+    fi
+    echo "tokentap: npm ci in $dir (its node_modules is missing or older than package-lock.json)"
+    # --ignore-scripts: the pinned packages have no install scripts to run
+    if ! (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null); then
+        echo "tokentap: npm ci in $dir failed: the WebSocket client tests will be skipped" >&2
+    fi
+    return 0
+}
+
+if [ "${1:-}" = node ]; then
+    node_deps
+    exit 0
+fi
 
 PKGS="build-essential clang pkg-config libevent-dev libssl-dev libcjson-dev libinih-dev \
 libcmocka-dev libsystemd-dev node-llhttp curl openssl python3 prometheus systemd procps chromium groff-base postgresql \
@@ -53,9 +89,17 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgre
 for tool in cc clang make pkg-config curl openssl python3 promtool prometheus groff psql chromium systemd-analyze ip tc protoc; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
+# node and npm: the WebSocket test peers (tests/node).  Asked for only when
+# missing: a Node.js already installed from elsewhere (e.g. NodeSource's
+# nodejs, which bundles npm and conflicts with Debian's npm package) stays
+command -v node >/dev/null 2>&1 || { missing="$missing node"; PKGS="$PKGS nodejs"; }
+command -v npm >/dev/null 2>&1 || { missing="$missing npm"; PKGS="$PKGS npm"; }
 fi
 
-[ -z "$missing" ] && exit 0
+if [ -z "$missing" ]; then
+    [ -z "${1:-}" ] && node_deps
+    exit 0
+fi
 
 echo "tokentap: missing build/test dependencies:$missing"
 if [ -r /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then
@@ -66,6 +110,7 @@ if [ -r /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then
         lock="-o DPkg::Lock::Timeout=900"
         apt-get $lock update -qq && apt-get $lock install -y -qq --no-install-recommends $PKGS >/dev/null || {
             echo "tokentap: apt-get install failed" >&2; exit 1; }
+        [ -z "${1:-}" ] && node_deps
         exit 0
     fi
     echo "tokentap: run as root:  apt-get update && apt-get install -y $PKGS" >&2

@@ -105,6 +105,15 @@ deb $security $suite-security main
 EOF
     cp /etc/resolv.conf "$root/etc/resolv.conf"
     cp /etc/hosts "$root/etc/hosts"
+    # and the host's own trust anchors, as a new machine on this network has
+    # them (/usr/local/share/ca-certificates: e.g. a TLS-inspecting egress
+    # proxy's CA): `npm ci` (scripts/deps.sh) fetches tests/node's packages
+    # over https, and Debian's node trusts the system store, which
+    # ca-certificates builds from these when apt installs it in the root
+    if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+        mkdir -p "$root/usr/local/share/ca-certificates"
+        cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+    fi
     # packages installed in a chroot must not start services
     printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
     chmod 0755 "$root/usr/sbin/policy-rc.d"
