@@ -233,8 +233,17 @@ static void on_msg(void *arg, const struct tt_ws_msg *m)
     struct tt_ws_sess *s = arg;
     struct tt_request *sess = s->sess;
 
+    if (m->op == TT_WS_CLOSE) {
+        /* a close frame mid-turn ends the turn: the client's abandons it */
+        s->npending = 0;
+        if (s->from_client)
+            turn_fail(s, 499, "cancelled", "the client closed the WebSocket mid-turn");
+        else
+            turn_fail(s, 502, "truncated", "the server closed the WebSocket mid-turn");
+        return;
+    }
     if (m->op != TT_WS_TEXT && m->op != TT_WS_BINARY)
-        return;                         /* control frames: the readers track close */
+        return;                         /* ping, pong */
     if (s->from_client)
         sess->ws.msgs_in++;
     else

@@ -16,9 +16,9 @@
  *   a terminal event or an error       the turn ends: its record goes out
  *
  * A response.create that comes while a turn runs waits (up to
- * TT_WS_PENDING_MAX) and begins its turn when the one before ends.  When
- * the tunnel closes, a turn still open ends cancelled (the client left) or
- * truncated (the server did).  Frames that break RFC 6455 stop the decoding
+ * TT_WS_PENDING_MAX) and begins its turn when the one before ends.  A
+ * close frame, or the tunnel's close, ends a turn still open: cancelled
+ * when the client's side closed first, truncated when the server's did.  Frames that break RFC 6455 stop the decoding
  * for good (the bytes still pass): the open turn and the session end with
  * stream_parse_error.
  *

@@ -282,6 +282,31 @@ static void test_tunnel_closes(void **state)
     }
 }
 
+/* a close frame mid-turn ends it: the client's cancels, the server's truncates */
+static void test_close_frame_mid_turn(void **state)
+{
+    static const unsigned char key[4] = { 1, 2, 3, 4 };
+    (void)state;
+    for (int client = 0; client < 2; client++) {
+        struct rig g;
+        struct evbuffer *b = evbuffer_new();
+        rig_init(&g, TT_API_OPENAI_RESPONSES, NULL);
+        client_says(&g, "{\"type\":\"response.create\"}", 100 * MS);
+        server_says(&g, "{\"type\":\"response.output_text.delta\",\"delta\":\"x\"}", 110 * MS);
+        assert_int_equal(tt_ws_write_msg(b, TT_WS_CLOSE, "\x03\xe8", 2, NULL,
+                                         client ? key : NULL), 0);
+        tt_ws_sess_feed(g.ws, client, b, evbuffer_get_length(b), 120 * MS);
+        assert_int_equal(g.seen.n, 1);
+        assert_int_equal(g.seen.t[0].cancelled, client);
+        assert_string_equal(g.seen.t[0].err_type, client ? "cancelled" : "truncated");
+        assert_int_equal(g.seen.t[0].ts[TT_TS_RESPONSE_COMPLETE], 120 * MS);
+        tt_ws_sess_end(g.ws, !client, 130 * MS);    /* nothing more to record */
+        assert_int_equal(g.seen.n, 1);
+        evbuffer_free(b);
+        rig_free(&g);
+    }
+}
+
 /* a broken frame stream: forwarded elsewhere, decoding stops, the turn fails */
 static void test_broken_frames(void **state)
 {
@@ -459,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_every_split),
         cmocka_unit_test(test_queued_create),
         cmocka_unit_test(test_tunnel_closes),
+        cmocka_unit_test(test_close_frame_mid_turn),
         cmocka_unit_test(test_broken_frames),
         cmocka_unit_test(test_realtime),
         cmocka_unit_test(test_realtime_vad),
