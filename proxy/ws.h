@@ -16,6 +16,12 @@
  * memory per reader is its inflate state plus a window of 2^bits bytes.
  *
  * Writing (the simulator, tests): frame heads, masking, a deflater.
+ *
+ * Only permessage-deflate gives meaning to RSV1; a frame with any RSV bit
+ * the reader cannot explain stops it ("RSV1 set without permessage-deflate"),
+ * which is also what happens when the server accepted some other extension
+ * that sets them (tt_ws_extensions ignores other extensions): the caller
+ * should then count the session as not decodable, not as broken.
  */
 #ifndef TT_WS_H
 #define TT_WS_H
@@ -96,6 +102,9 @@ struct tt_ws_reader {
     size_t          len, cap, max;
     size_t          seen;           /* the message's bytes (inflated) */
     struct z_stream_s *z;           /* owned: inflate state, made on first use */
+    unsigned char  *win;            /* owned: the window kept across a BFINAL block */
+    uint64_t        msg_in;         /* the message's payload bytes (compressed) */
+    unsigned        z_fresh:1;      /* a deflate stream just ended, no input since */
     tt_ws_msg_fn   *fn;
     void           *arg;
 };
