@@ -160,8 +160,8 @@ static int window_bits(const char *v, size_t n)
  * One extension of an offer list, <e>[0..n): 1 when it is an acceptable
  * permessage-deflate offer (filled in <o>), 0 when it is another extension
  * or an offer we decline (RFC 7692 section 7.1: unknown or repeated
- * parameters, bad values; and server_max_window_bits=8, which zlib cannot
- * honour: its raw deflate does not compress with a 256-byte window).
+ * parameters, bad values).  server_max_window_bits=8 is fine: the deflater
+ * serves it without back references (proxy/ws.c).
  */
 static int offer_parse(const char *e, size_t n, struct ws_offer *o)
 {
@@ -215,7 +215,7 @@ static int offer_parse(const char *e, size_t n, struct ws_offer *o)
             o->cnct = 1;
         } else if (param_is(p, pl, "server_max_window_bits")) {
             int b = v ? window_bits(v, vl) : -1;
-            if (o->smwb || b < 9)
+            if (o->smwb || b < 8)
                 return 0;
             o->smwb = b;
         } else if (param_is(p, pl, "client_max_window_bits")) {
@@ -955,8 +955,7 @@ void sim_ws_free(struct sim_ws *s)
     for (i = 0; i < s->nqueue; i++)
         cJSON_Delete(s->queue[i]);
     tt_ws_reader_free(&s->rd);
-    if (s->z)
-        tt_ws_deflater_free(s->z);
+    tt_ws_deflater_free(s->z);
     if (s->frame)
         evbuffer_free(s->frame);
     if (s->kick)
