@@ -73,7 +73,7 @@ struct sim_ws {
 
 /* ---- the handshake ------------------------------------------------------------ */
 
-static int path_is(const struct sim_req *q, const char *p)
+static int ws_path_is(const struct sim_req *q, const char *p)
 {
     return q->path_len == strlen(p) && memcmp(q->url, p, q->path_len) == 0;
 }
@@ -109,7 +109,7 @@ static int header_has_token(const struct sim_req *q, const char *name, const cha
 
 int sim_ws_wanted(const struct sim_req *q)
 {
-    return (path_is(q, "/v1/responses") || path_is(q, "/v1/realtime")) &&
+    return (ws_path_is(q, "/v1/responses") || ws_path_is(q, "/v1/realtime")) &&
            header_has_token(q, "upgrade", "websocket");
 }
 
@@ -558,7 +558,7 @@ static void rt_start(struct sim_ws *s, cJSON *msg, const char *client_event)
 }
 
 /* the kick: a turn ended; free it and start the next one waiting */
-static void on_kick(evutil_socket_t fd, short what, void *arg)
+static void on_turn_kick(evutil_socket_t fd, short what, void *arg)
 {
     struct sim_ws *s = arg;
     (void)fd; (void)what;
@@ -892,11 +892,11 @@ struct sim_ws *sim_ws_accept(struct sim_conn *c, const struct sim_req *q)
     s->c = c;
     s->defl = defl;
     tt_ws_reader_init(&s->rd, 1, &s->defl, WS_MAX_MSG, on_message, s);
-    s->api = path_is(q, "/v1/realtime") ? WS_API_REALTIME : WS_API_RESPONSES;
+    s->api = ws_path_is(q, "/v1/realtime") ? WS_API_REALTIME : WS_API_RESPONSES;
     s->d = sim_dialect_named(s->api == WS_API_REALTIME ? "openai.realtime"
                                                        : "openai.responses");
     s->frame = evbuffer_new();
-    s->kick = evtimer_new(sim_srv.base, on_kick, s);
+    s->kick = evtimer_new(sim_srv.base, on_turn_kick, s);
     if (s->defl.on)
         s->z = tt_ws_deflater_new(s->defl.server_max_window_bits,
                                   s->defl.server_no_context_takeover);
