@@ -694,3 +694,69 @@ def test_ws_client_drops_mid_turn(t):
     st = harness.wait_until(lambda: (lambda s: s if s["open"] == 1 else None)(sim.stats()),
                             5 * t.slow, what="every WebSocket connection freed")
     t.eq((st["aborted"], st["ws_sessions"], st["ws_turns"]), (2, 3, 3), "stats")
+
+
+@timeout(30)
+def test_ws_faults(t):
+    """the fault options over WebSocket: split=byte still gives whole
+    frames; headers_delay_ms holds the first event back; drop_terminal leaves
+    out response.completed; truncate_after ends the connection with a FIN
+    and reset_after with an RST, no close frame; hang runs until the client
+    leaves (aborted), and a Realtime hang can be cancelled"""
+    sim = t.sim()
+    ws = WS(t, sim.port, offer="permessage-deflate")
+    o = {"tokens": 4, "ttft_ms": 5, "split": "byte", "headers_delay_ms": 60}
+    sent = ws.send({"type": "response.create", "sim": o})
+    evs = ws.until("response.completed")
+    t.check(evs[0]["_at"] - sent >= 60e6, "response.created before headers_delay_ms")
+    check_responses_turn(t, evs, sent, dict(o, ttft_ms=60), "split byte")
+    ws.send({"type": "response.create", "sim": {"tokens": 2, "ttft_ms": 5,
+                                                "drop_terminal": True}})
+    ws.send({"type": "response.create", "model": "next", "sim": {"tokens": 1, "ttft_ms": 5}})
+    evs = ws.until("response.created")
+    evs = ws.until("response.created")
+    t.check("response.completed" not in [e["type"] for e in evs], "drop_terminal")
+    t.eq(evs[-1]["response"]["model"], "next", "the next turn after drop_terminal")
+    ws.until("response.completed")
+    ws.send({"type": "response.create", "sim": {"tokens": 9, "ttft_ms": 5,
+                                                "truncate_after": 2}})
+    evs = []
+    while True:
+        m = ws.recv()
+        if m is None:
+            break
+        t.eq(m.op, TEXT, "a control frame before the truncation")
+        evs.append(json.loads(m.data))
+    t.check(not ws.c.reset, "truncate_after: RST, want FIN")
+    t.eq(len(deltas(evs, "response.output_text.delta")), 2, "deltas before the truncation")
+    ws.close()
+
+    ws = WS(t, sim.port)
+    ws.send({"type": "response.create", "sim": {"tokens": 9, "ttft_ms": 5, "reset_after": 1}})
+    while ws.recv() is not None:
+        pass
+    t.check(ws.c.reset, "reset_after: no RST")
+    ws.close()
+
+    ws = WS(t, sim.port, path="/v1/realtime")
+    ws.event()
+    ws.send({"type": "response.create", "sim": {"hang": True}})
+    ws.send({"type": "response.create"})
+    e = ws.event()
+    t.eq(e["error"]["code"], "conversation_already_has_active_response", "hang is active")
+    ws.send({"type": "response.cancel"})
+    evs = ws.until("response.done")
+    t.eq([e["type"] for e in evs], ["response.created", "response.done"], "cancelled hang")
+    t.eq(evs[-1]["response"]["status"], "cancelled", "status")
+    ws.close()
+
+    ws = WS(t, sim.port)
+    ws.send({"type": "response.create", "sim": {"hang": True}})
+    ws.send({"type": "response.create", "sim": {"tokens": 1}})
+    st = sim.stats()
+    t.eq(st["aborted"], 0, "aborted before the client leaves")
+    ws.close()
+    harness.wait_until(lambda: sim.stats()["aborted"] == 1, 5 * t.slow, what="aborted 1")
+    st = harness.wait_until(lambda: (lambda s: s if s["open"] == 1 else None)(sim.stats()),
+                            5 * t.slow, what="the connections freed")
+    t.eq(st["aborted"], 1, "one abort for a hanging turn and a waiting one")
