@@ -66,21 +66,21 @@ enum frame {
 static void put(struct sim_gen *g, enum frame f, const char *event, cJSON *o)
 {
     char *s = cJSON_PrintUnformatted(o);
-    struct evbuffer *b = evbuffer_new();
+    struct evbuffer *b;
     size_t n;
 
     cJSON_Delete(o);
+    if (s && sim_resp_ws(g->resp)) {
+        /* a WebSocket message is the event: its JSON, no framing */
+        sim_resp_event(g->resp, s, strlen(s));
+        free(s);
+        return;
+    }
+    b = evbuffer_new();
     if (!s || !b) {
         free(s);
         if (b)
             evbuffer_free(b);
-        return;
-    }
-    if (sim_resp_ws(g->resp)) {
-        /* a WebSocket message is the event: its JSON, no framing */
-        sim_resp_event(g->resp, s, strlen(s));
-        free(s);
-        evbuffer_free(b);
         return;
     }
     /* stamp: the send time, CLOCK_MONOTONIC ns, as an SSE comment line that
@@ -1362,6 +1362,7 @@ static void rt_audio(struct sim_gen *g, int ntok)
 static void rt_finish(struct sim_gen *g)
 {
     cJSON *o, *part;
+    char id[80];
 
     if (g->item_open != RT_ITEM_OPEN)
         return;
@@ -1383,11 +1384,8 @@ static void rt_finish(struct sim_gen *g)
     rt_put(g, o);
     g->item_open = RT_ITEM_DONE;
     o = rt_ev(g, "response.output_item.done");
-    {
-        char id[80];
-        snprintf(id, sizeof(id), "resp_%s", g->id);
-        cJSON_AddStringToObject(o, "response_id", id);
-    }
+    snprintf(id, sizeof(id), "resp_%s", g->id);
+    cJSON_AddStringToObject(o, "response_id", id);
     cJSON_AddNumberToObject(o, "output_index", 0);
     cJSON_AddItemToObject(o, "item", rt_item(g, "completed"));
     rt_put(g, o);

@@ -502,7 +502,11 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
             if (r->d->head)
                 r->d->head(&r->g);
             r->phase = PH_TOKENS;
-            at(r, r->t_first < r->t_afirst || !r->au_total ? r->t_first : r->t_afirst);
+            {
+                /* the earlier track's first event (t_first when none) */
+                uint64_t tt = next_text(r), ta = next_audio(r);
+                at(r, tt < ta ? tt : ta < UINT64_MAX ? ta : r->t_first);
+            }
             return;
         }
         if (r->o.status != 200) {

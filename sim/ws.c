@@ -288,7 +288,8 @@ static struct sim_ws *refuse(struct sim_conn *c, const char *why)
 
 /* ---- writing ---------------------------------------------------------------- */
 
-static void ws_close(struct sim_ws *s, uint16_t code, const char *reason);
+static void ws_close(struct sim_ws *s, uint16_t code, const char *reason,
+                     int keep_turn);
 
 /* one message (text: compressed when negotiated) or control frame */
 static void ws_write(struct sim_ws *s, enum tt_ws_op op, const void *p, size_t n)
@@ -298,7 +299,8 @@ static void ws_write(struct sim_ws *s, enum tt_ws_op op, const void *p, size_t n
     if (tt_ws_write_msg(s->frame, op, p, n, op == TT_WS_TEXT ? s->z : NULL,
                         NULL) != 0) {
         evbuffer_drain(s->frame, evbuffer_get_length(s->frame));
-        ws_close(s, 1011, "tokentap-sim: cannot write a frame");
+        /* maybe inside the turn's own timer: the turn is freed later */
+        ws_close(s, 1011, "tokentap-sim: cannot write a frame", 1);
         return;
     }
     sim_conn_write_buffer(s->c, s->frame);
@@ -327,8 +329,12 @@ int sim_ws_busy(const struct sim_ws *s)
     return s->state == WS_OPEN && ((s->turn && !s->turn_over) || s->nqueue > 0);
 }
 
-/* drop the turn and the queue without a word (the client is gone) */
-static void turns_drop(struct sim_ws *s)
+/*
+ * Drop the turn and the queue without a word (the client is gone).  With
+ * <keep_turn> (we may be inside the turn's own timer) the running turn is
+ * left to run silently, its messages dropped, until the session is freed.
+ */
+static void turns_drop(struct sim_ws *s, int keep_turn)
 {
     int i;
 
@@ -337,9 +343,11 @@ static void turns_drop(struct sim_ws *s)
         if (sim_srv.log)
             fprintf(stderr, "tokentap-sim: websocket client left mid-turn\n");
     }
-    sim_resp_free(s->turn);
-    s->turn = NULL;
-    s->turn_over = 0;
+    if (!keep_turn) {
+        sim_resp_free(s->turn);
+        s->turn = NULL;
+        s->turn_over = 0;
+    }
     for (i = 0; i < s->nqueue; i++)
         cJSON_Delete(s->queue[i]);
     s->nqueue = 0;
@@ -347,14 +355,15 @@ static void turns_drop(struct sim_ws *s)
 
 /* our close frame (echoing the client's code, or ours), then the TCP close
  * once it is written */
-static void ws_close(struct sim_ws *s, uint16_t code, const char *reason)
+static void ws_close(struct sim_ws *s, uint16_t code, const char *reason,
+                     int keep_turn)
 {
     unsigned char p[125];
     size_t n = 0;
 
     if (s->state != WS_OPEN)
         return;
-    turns_drop(s);
+    turns_drop(s, keep_turn);
     if (code) {
         p[0] = (unsigned char)(code >> 8);
         p[1] = (unsigned char)(code & 0xff);
@@ -440,8 +449,10 @@ void sim_ws_turn_status(struct sim_ws *s, int status)
 
 void sim_ws_turn_end(struct sim_ws *s, enum sim_end how)
 {
-    sim_srv.completed++;
     s->turn_over = 1;
+    if (s->state != WS_OPEN)
+        return;   /* a turn left running by ws_close(): counted as aborted */
+    sim_srv.completed++;
     if (how == SIM_END_TRUNCATE || how == SIM_END_RESET) {
         /* the connection goes, mid-session: no close frame */
         s->state = WS_CLOSING;
@@ -733,7 +744,7 @@ static void on_message(void *arg, const struct tt_ws_msg *m)
         return;
     case TT_WS_CLOSE:
         /* echo the status code, then close (RFC 6455 section 5.5.1) */
-        ws_close(s, m->close_code, NULL);
+        ws_close(s, m->close_code, NULL, 0);
         return;
     case TT_WS_BINARY:
         ws_error(s, 400, "invalid_value", "binary messages are not supported: "
@@ -779,7 +790,7 @@ void sim_ws_feed(struct sim_ws *s, struct evbuffer *in)
             char why[100];
             snprintf(why, sizeof(why), "tokentap-sim: %s",
                      s->rd.why ? s->rd.why : "bad frame");
-            ws_close(s, 1002, why);
+            ws_close(s, 1002, why, 0);
         }
         evbuffer_drain(in, v.iov_len);
     }

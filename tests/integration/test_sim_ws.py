@@ -571,6 +571,22 @@ def test_realtime_text_only_and_audio_ttft(t):
             f"first audio after {(aus[0]['_at'] - sent) / 1e6:.1f} ms, before 150")
     t.check(evs.index(trs[-1]) < evs.index(aus[0]),
             "audio before the transcript's end though it starts 130 ms later")
+
+    # audio ahead of the transcript, after two silent reasoning events:
+    # audio k at 20 + (2 + k) * 10 ms, transcript k at 120 + (2 + k) * 10 ms
+    o = {"tokens": 3, "reasoning_tokens": 2, "ttft_ms": 120, "audio_ttft_ms": 20,
+         "gap_ms": 10}
+    sent, evs = rt_turn(ws, {"type": "response.create", "sim": o})
+    tr, au = check_rt_names(t, evs, False, True, "audio early")
+    for name, start in ((tr, 120), (au, 20)):
+        for k, d in enumerate(deltas(evs, name + ".delta")):
+            lag = (d["_at"] - sent) / 1e6
+            t.check(lag >= start + (2 + k) * 10,
+                    f"{name} delta {k} after {lag:.1f} ms, before {start + (2 + k) * 10}")
+    t.check(evs.index(deltas(evs, au + ".delta")[-1]) <
+            evs.index(deltas(evs, tr + ".delta")[0]), "audio did not lead")
+    t.eq(evs[-1]["response"]["usage"]["output_token_details"],
+         {"text_tokens": 5, "audio_tokens": 3}, "silent reasoning counts as text")
     ws.close()
 
 
