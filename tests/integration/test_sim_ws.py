@@ -672,6 +672,38 @@ def test_ws_ping_pong_and_close(t):
 
 
 @timeout(30)
+def test_ws_fragments_and_bad_messages(t):
+    """a text message in three fragments with a ping between them is
+    reassembled; binary and non-JSON messages get error events and the
+    session goes on; an unmasked frame breaks RFC 6455: close 1002 with the
+    reason, then the TCP close"""
+    sim = t.sim()
+    ws = WS(t, sim.port)
+    body = json.dumps({"type": "response.create", "sim": {"tokens": 2, "ttft_ms": 5}}).encode()
+    a, b = len(body) // 3, 2 * len(body) // 3
+    sent = ws.c.send(ws.frame(TEXT, body[:a], fin=False) + ws.frame(0x0, body[a:b], fin=False)
+                     + ws.frame(PING, b"mid") + ws.frame(0x0, body[b:]))
+    m = ws.recv()
+    t.eq((m.op, m.data), (PONG, b"mid"), "pong between fragments")
+    check_responses_turn(t, ws.until("response.completed"), sent,
+                         {"tokens": 2, "ttft_ms": 5}, "fragmented create")
+    ws.send_raw(BINARY, b"\x00\x01")
+    e = ws.event()
+    t.eq(e["type"], "error", "binary message")
+    ws.send(b"not json")
+    e = ws.event()
+    t.eq((e["type"], e["error"]["code"]), ("error", "invalid_json"), "not JSON")
+    ws.send({"no": "type"})
+    t.eq(ws.event()["error"]["code"], "invalid_json", "no type")
+    ws.c.send(b"\x81\x02{}")          # unmasked: a server's frame
+    m = ws.recv()
+    t.eq((m.op, m.data[:2]), (CLOSE, struct.pack("!H", 1002)), "close 1002")
+    t.check(b"mask" in m.data[2:].lower(), f"close reason {m.data[2:]!r}")
+    t.check(ws.c.closed_by_peer(5 * t.slow), "connection left open after 1002")
+    ws.close()
+
+
+@timeout(30)
 def test_ws_client_drops_mid_turn(t):
     """a client that drops the socket mid-turn (Responses), and one that
     sends a close frame mid-turn (Realtime): the timers stop, each counts as
