@@ -11,11 +11,13 @@
  * frame code is proxy/ws.c's (one mechanism for the proxy and the sim);
  * only the offer parsing is here, since the proxy reads answers, not offers.
  *
- *   101 --> OPEN --client close / protocol error--> CLOSING (close frame
- *                                                   sent, then TCP close)
- *   a turn: response.create --> sim_resp_start_ws (sim/resp.c: the HTTP
- *   dialects' schedule and emitters, one text message per event)
- *     --> sim_ws_turn_end --> (kick) freed, the next queued turn starts
+ *   session: 101 --> OPEN --client close / protocol error--> CLOSING
+ *            (close frame sent, then the TCP close once it is written)
+ *
+ *   turn:    IDLE --response.create--> RUNNING (sim_resp_start_ws: the
+ *            HTTP dialects' schedule and emitters, one message per event)
+ *            --sim_ws_turn_end--> OVER --kick (or the next client event)-->
+ *            freed, IDLE; the next queued create starts
  *
  * Responses: a response.create while a turn runs waits in a queue and
  * starts when the turn ends (OpenAI's WebSocket mode runs the creates of a
@@ -48,6 +50,12 @@ enum ws_state {
                         * nothing more is read or written */
 };
 
+enum ws_turn {
+    TURN_IDLE = 0,     /* no turn: a response.create starts one */
+    TURN_RUNNING,      /* its timers run (or it hangs) */
+    TURN_OVER          /* it ended; freed outside its own stack */
+};
+
 struct sim_ws {
     struct sim_conn *c;                 /* borrowed: the connection owns us */
     enum ws_api api;
@@ -57,8 +65,8 @@ struct sim_ws {
     struct tt_ws_deflate defl;          /* as our 101 accepted it */
     struct tt_ws_deflater *z;           /* owned: our messages' compressor, or NULL */
     struct evbuffer *frame;             /* owned: one frame on its way to the queue */
-    struct sim_resp *turn;              /* owned: the turn, NULL when idle */
-    int turn_over;                      /* it ended; the kick frees it */
+    enum ws_turn tstate;
+    struct sim_resp *turn;              /* owned: the turn, NULL when IDLE */
     cJSON *queue[WS_MAX_QUEUE];         /* owned: response.create waiting (Responses) */
     int nqueue;
     struct event *kick;                 /* owned: turn end, outside the turn's stack */
@@ -326,7 +334,7 @@ void sim_ws_send_text(struct sim_ws *s, const char *p, size_t n)
 /* a running turn or queued creates: the peer leaving now is an abort */
 int sim_ws_busy(const struct sim_ws *s)
 {
-    return s->state == WS_OPEN && ((s->turn && !s->turn_over) || s->nqueue > 0);
+    return s->state == WS_OPEN && (s->tstate == TURN_RUNNING || s->nqueue > 0);
 }
 
 /*
@@ -346,7 +354,7 @@ static void turns_drop(struct sim_ws *s, int keep_turn)
     if (!keep_turn) {
         sim_resp_free(s->turn);
         s->turn = NULL;
-        s->turn_over = 0;
+        s->tstate = TURN_IDLE;
     }
     for (i = 0; i < s->nqueue; i++)
         cJSON_Delete(s->queue[i]);
@@ -376,19 +384,22 @@ static void ws_close(struct sim_ws *s, uint16_t code, const char *reason,
             n += rl;
         }
     }
-    ws_write(s, TT_WS_CLOSE, p, n);
-    s->state = WS_CLOSING;
+    s->state = WS_CLOSING;   /* first: nothing else goes out after this */
+    if (tt_ws_write_msg(s->frame, TT_WS_CLOSE, p, n, NULL, NULL) == 0)
+        sim_conn_write_buffer(s->c, s->frame);
+    else
+        evbuffer_drain(s->frame, evbuffer_get_length(s->frame));
     sim_conn_end(s->c, SIM_END_CLOSE);
 }
 
 /* the finished turn is freed (never inside its own stack: see the kick) */
 static void turn_reap(struct sim_ws *s)
 {
-    if (!s->turn_over)
+    if (s->tstate != TURN_OVER)
         return;
     sim_resp_free(s->turn);
     s->turn = NULL;
-    s->turn_over = 0;
+    s->tstate = TURN_IDLE;
     sim_conn_set_split(s->c, SIM_SPLIT_NONE, 0);
 }
 
@@ -449,7 +460,7 @@ void sim_ws_turn_status(struct sim_ws *s, int status)
 
 void sim_ws_turn_end(struct sim_ws *s, enum sim_end how)
 {
-    s->turn_over = 1;
+    s->tstate = TURN_OVER;
     if (s->state != WS_OPEN)
         return;   /* a turn left running by ws_close(): counted as aborted */
     sim_srv.completed++;
@@ -506,6 +517,7 @@ static void rs_start(struct sim_ws *s, cJSON *msg)
         ws_error(s, 400, "invalid_value", err, "sim", NULL);
         return;
     }
+    s->tstate = TURN_RUNNING;
     sim_srv.ws_turns++;
 }
 
@@ -565,6 +577,7 @@ static void rt_start(struct sim_ws *s, cJSON *msg, const char *client_event)
         ws_error(s, 400, "invalid_value", err, "sim", client_event);
         return;
     }
+    s->tstate = TURN_RUNNING;
     sim_srv.ws_turns++;
 }
 
@@ -575,7 +588,7 @@ static void on_turn_kick(evutil_socket_t fd, short what, void *arg)
     (void)fd; (void)what;
 
     turn_reap(s);
-    while (s->state == WS_OPEN && !s->turn && s->nqueue > 0) {
+    while (s->state == WS_OPEN && s->tstate == TURN_IDLE && s->nqueue > 0) {
         cJSON *msg = s->queue[0];
         memmove(s->queue, s->queue + 1, sizeof(s->queue[0]) * (size_t)--s->nqueue);
         rs_start(s, msg);
@@ -596,7 +609,7 @@ static void rs_event(struct sim_ws *s, cJSON *msg, const char *type)
         return;
     }
     turn_reap(s);
-    if (!s->turn && s->nqueue == 0) {
+    if (s->tstate == TURN_IDLE && s->nqueue == 0) {
         rs_start(s, msg);
         return;
     }
@@ -701,7 +714,7 @@ static void rt_event(struct sim_ws *s, cJSON *msg, const char *type)
         ws_send_json(s, ev_new(s, "input_audio_buffer.cleared"));
     } else if (!strcmp(type, "response.create")) {
         turn_reap(s);
-        if (s->turn) {
+        if (s->tstate == TURN_RUNNING) {
             snprintf(m, sizeof(m), "Conversation already has an active response "
                      "in progress: resp_%s. Wait until the response is finished "
                      "before creating a new one.", sim_resp_id(s->turn));
@@ -714,7 +727,7 @@ static void rt_event(struct sim_ws *s, cJSON *msg, const char *type)
         const cJSON *rid = cJSON_GetObjectItemCaseSensitive(msg, "response_id");
         char want[80];
         snprintf(want, sizeof(want), "resp_%s", sim_resp_id(s->turn));
-        if (!s->turn || s->turn_over ||
+        if (s->tstate != TURN_RUNNING ||
             (cJSON_IsString(rid) && strcmp(rid->valuestring, want) != 0) ||
             sim_resp_cancel(s->turn) != 0)
             ws_error(s, 400, "response_cancel_not_active",
