@@ -744,6 +744,24 @@ static void test_over(void **state)
         got_free(&g);
         free(m);
     }
+    /* a frame's length is a promise: memory follows the bytes that came */
+    {
+        static const unsigned char head[10] = { 0x82, 0x7f, 0, 0, 0, 0, 0, 0x10, 0, 0 };
+        unsigned char some[1000];
+
+        memset(some, 'x', sizeof(some));
+        memset(&g, 0, sizeof(g));
+        tt_ws_reader_init(&r, 0, NULL, 2 << 20, on_msg, &g);
+        assert_int_equal(tt_ws_reader_feed(&r, head, sizeof(head)), 0);
+        assert_int_equal(tt_ws_reader_feed(&r, some, sizeof(some)), 0);
+        assert_true(r.cap <= 64 * 1024);
+        for (i = 0; i < 100; i++)
+            assert_int_equal(tt_ws_reader_feed(&r, some, sizeof(some)), 0);
+        assert_true(r.cap <= 2 * 101 * 1000);
+        assert_int_equal(g.n, 0);
+        tt_ws_reader_free(&r);
+        got_free(&g);
+    }
     tt_ws_deflater_free(d);
     evbuffer_free(eb);
 }
