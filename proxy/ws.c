@@ -223,6 +223,8 @@ static int inflate_in(struct tt_ws_reader *r, const unsigned char *p, size_t n)
 /* <n> payload bytes of a data frame, <r->pos> the first one's offset */
 static int data_payload(struct tt_ws_reader *r, const unsigned char *p, size_t n)
 {
+    size_t need;
+
     if (r->msg_comp) {
         uint64_t off = r->pos;
 
@@ -253,10 +255,16 @@ static int data_payload(struct tt_ws_reader *r, const unsigned char *p, size_t n
         r->msg_over = 1;
         return 0;
     }
-    /* at a frame's first bytes, room for all of it when it fits: one
-     * allocation however the frame is fed */
-    if (reserve(r, r->len + (r->pos == 0 && r->left <= r->max - r->len
-                             ? (size_t)r->left : n)) < 0)
+    /* at a frame's first bytes, room for all of it (up to BUF_KEEP: a
+     * length is only a promise) so that a frame fed in small pieces does
+     * not grow the buffer piece by piece */
+    need = r->len + n;
+    if (r->pos == 0 && r->left > n) {
+        size_t want = r->left < BUF_KEEP ? (size_t)r->left : BUF_KEEP;
+        if (want <= r->max - r->len && r->len + want > need)
+            need = r->len + want;
+    }
+    if (reserve(r, need) < 0)
         return -1;
     memcpy(r->buf + r->len, p, n);
     if (r->masked)

@@ -9,6 +9,8 @@
  *
  *   input --llhttp--> sim_req --dispatch--> /health /stats /echo 404 101
  *                                      \--> sim_resp_start (sim/resp.c)
+ *                                      \--> 101 WebSocket session (sim/ws.c):
+ *                                           input --> sim_ws_feed from then on
  *   sim_conn_write --> outq --pump(split)--> bufferevent output --> socket
  *   sim_conn_end(how) --(every byte written)--> keep-alive | close | RST
  *
@@ -18,7 +20,8 @@
  * send().  A peer that closes (EOF or error) while a response is in progress
  * counts as "aborted" in /stats; EOF includes a half-close (shutdown(SHUT_WR)),
  * counted when it is read, and the connection is closed then (reading stays
- * enabled while busy, so the EOF is seen at once).
+ * enabled while busy, so the EOF is seen at once).  A WebSocket session's
+ * peer that leaves while a turn runs (or waits) counts the same way.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -55,6 +58,7 @@ struct sim_conn {
     int limit_status;                 /* 413/431 when a limit tripped */
     int busy;                         /* a request was dispatched, response not ended */
     int upgraded;                     /* 101 sent: raw echo from now on */
+    struct sim_ws *ws;                /* owned: 101 sent to a WebSocket API */
     int counted;                      /* this request counts in /stats */
     unsigned nreq;
     struct sim_resp *resp;            /* owned; the generated response */
@@ -262,6 +266,12 @@ void sim_conn_write(struct sim_conn *c, const void *p, size_t n)
     pump(c);
 }
 
+void sim_conn_write_buffer(struct sim_conn *c, struct evbuffer *b)
+{
+    evbuffer_add_buffer(c->outq, b);
+    pump(c);
+}
+
 void sim_conn_set_split(struct sim_conn *c, enum sim_split split, uint64_t seed)
 {
     c->split = split;
@@ -330,24 +340,37 @@ void sim_conn_reply(struct sim_conn *c, int status, const char *ctype,
     sim_conn_end(c, keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
 }
 
+const char *sim_error_type(int status)
+{
+    return status == 404 ? "not_found_error" :
+           status == 401 ? "authentication_error" :
+           status == 429 ? "rate_limit_error" :
+           status >= 500 ? "server_error" : "invalid_request_error";
+}
+
+void sim_conn_reply_error_hdr(struct sim_conn *c, int status, const char *msg,
+                              int keep_alive, const char *extra)
+{
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    char *s;
+    size_t n;
+
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", sim_error_type(status));
+    cJSON_AddNumberToObject(e, "code", status);
+    s = cJSON_PrintUnformatted(o);
+    n = s ? strlen(s) : 2;
+    sim_conn_head(c, status, "application/json", (long long)n, keep_alive, extra);
+    sim_conn_write(c, s ? s : "{}", n);
+    sim_conn_end(c, keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
+    free(s);
+    cJSON_Delete(o);
+}
+
 void sim_conn_reply_error(struct sim_conn *c, int status, const char *msg,
                           int keep_alive)
 {
-    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
-    const char *type = status == 404 ? "not_found_error" :
-                       status == 401 ? "authentication_error" :
-                       status == 429 ? "rate_limit_error" :
-                       status >= 500 ? "server_error" : "invalid_request_error";
-    char *s;
-
-    cJSON_AddStringToObject(e, "message", msg);
-    cJSON_AddStringToObject(e, "type", type);
-    cJSON_AddNumberToObject(e, "code", status);
-    s = cJSON_PrintUnformatted(o);
-    sim_conn_reply(c, status, "application/json", s ? s : "{}",
-                   s ? strlen(s) : 2, keep_alive);
-    free(s);
-    cJSON_Delete(o);
+    sim_conn_reply_error_hdr(c, status, msg, keep_alive, "");
 }
 
 void sim_conn_end(struct sim_conn *c, enum sim_end how)
@@ -455,6 +478,8 @@ static void reply_stats(struct sim_conn *c)
     cJSON_AddNumberToObject(o, "aborted", (double)sim_srv.aborted);
     cJSON_AddNumberToObject(o, "open", (double)sim_srv.open);
     cJSON_AddNumberToObject(o, "completed", (double)sim_srv.completed);
+    cJSON_AddNumberToObject(o, "ws_sessions", (double)sim_srv.ws_sessions);
+    cJSON_AddNumberToObject(o, "ws_turns", (double)sim_srv.ws_turns);
     p = cJSON_AddObjectToObject(o, "paths");
     for (i = 0; i < sim_srv.npaths; i++)
         cJSON_AddNumberToObject(p, sim_srv.paths[i].path,
@@ -569,6 +594,17 @@ static void dispatch(struct sim_conn *c)
     c->counted = 1;
     sim_count_path(q->url, q->path_len);
 
+    if (sim_ws_wanted(q)) {
+        /* the Responses API's WebSocket mode, or the Realtime API: the
+         * session's turns count as completed, not the 101 */
+        c->counted = 0;
+        c->ws = sim_ws_accept(c, q);
+        if (!c->ws)
+            c->counted = 1;   /* the 400 is an answer like any other */
+        else
+            conn_parse(c);    /* frames that came with the request head */
+        return;
+    }
     if (llhttp_get_upgrade(&c->parser)) {
         /* WebSocket and friends: say yes, then echo raw bytes both ways */
         const char *up = sim_req_header(q, "upgrade");
@@ -589,7 +625,7 @@ static void dispatch(struct sim_conn *c)
     }
     if (path_is(q, "/stats/reset") && !strcmp(q->method, "POST")) {
         sim_srv.requests = sim_srv.connections = sim_srv.aborted = 0;
-        sim_srv.completed = 0;
+        sim_srv.completed = sim_srv.ws_sessions = sim_srv.ws_turns = 0;
         sim_srv.npaths = 0;
         c->counted = 0;
         sim_conn_reply(c, 200, "application/json", "{}", 2, ka);
@@ -624,6 +660,10 @@ static void conn_parse(struct sim_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->bev);
 
+    if (c->ws) {
+        sim_ws_feed(c->ws, in);
+        return;
+    }
     if (c->upgraded) {
         evbuffer_add_buffer(c->outq, in);
         pump(c);
@@ -682,7 +722,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_CONNECTED)
         return;   /* TLS handshake done */
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-        if (c->busy && c->end == SIM_END_NONE && !c->upgraded) {
+        if (c->busy && c->end == SIM_END_NONE &&
+            (c->ws ? sim_ws_busy(c->ws) : !c->upgraded)) {
             sim_srv.aborted++;
             if (sim_srv.log)
                 fprintf(stderr, "tokentap-sim: peer closed mid-response "
@@ -769,6 +810,7 @@ static void conn_free(struct sim_conn *c)
         c->next->prev = c->prev;
     sim_srv.open--;
 
+    sim_ws_free(c->ws);   /* first: its turns use the connection */
     sim_resp_free(c->resp);
     req_reset(c);
     evbuffer_free(c->req.body);

@@ -13,11 +13,17 @@
  * Text is checkable by counting: answer tokens are "tok0 ", "tok1 ", ...,
  * reasoning tokens "think0 ", "think1 ", ...  Dialects without a reasoning
  * field carry reasoning inline as "<think>think0 ... </think>".
+ *
+ * Over a WebSocket (sim/ws.c) the same emitters run; put() then hands over
+ * the event's JSON alone (no "event:"/"data:" lines), one message each.
+ * openai.realtime exists only there.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <openssl/evp.h>
 
 #include "sim/sim.h"
 
@@ -60,10 +66,17 @@ enum frame {
 static void put(struct sim_gen *g, enum frame f, const char *event, cJSON *o)
 {
     char *s = cJSON_PrintUnformatted(o);
-    struct evbuffer *b = evbuffer_new();
+    struct evbuffer *b;
     size_t n;
 
     cJSON_Delete(o);
+    if (s && sim_resp_ws(g->resp)) {
+        /* a WebSocket message is the event: its JSON, no framing */
+        sim_resp_event(g->resp, s, strlen(s));
+        free(s);
+        return;
+    }
+    b = evbuffer_new();
     if (!s || !b) {
         free(s);
         if (b)
@@ -98,9 +111,11 @@ static void put(struct sim_gen *g, enum frame f, const char *event, cJSON *o)
     evbuffer_free(b);
 }
 
+/* a framed marker ("data: [DONE]"): SSE only, nothing over a WebSocket */
 static void put_raw(struct sim_gen *g, const char *s)
 {
-    sim_resp_event(g->resp, s, strlen(s));
+    if (!sim_resp_ws(g->resp))
+        sim_resp_event(g->resp, s, strlen(s));
 }
 
 /* <text> of a reasoning event with "<think>" before the first reasoning
@@ -442,6 +457,8 @@ static cJSON *re_response(const struct sim_gen *g, const char *status)
         cJSON_AddItemToArray(out, re_message_item(g, 1));
         u = cJSON_AddObjectToObject(r, "usage");
         cJSON_AddNumberToObject(u, "input_tokens", g->o->prompt_tokens);
+        d = cJSON_AddObjectToObject(u, "input_tokens_details");
+        cJSON_AddNumberToObject(d, "cached_tokens", g->o->cached_tokens);
         cJSON_AddNumberToObject(u, "output_tokens", g->r_done + g->a_done);
         d = cJSON_AddObjectToObject(u, "output_tokens_details");
         cJSON_AddNumberToObject(d, "reasoning_tokens", g->r_done);
@@ -1084,52 +1101,390 @@ static cJSON *lc_whole(struct sim_gen *g)
     return o;
 }
 
+/* ---- openai.realtime (WebSocket only: GET /v1/realtime, sim/ws.c) ------------------ */
+
+/*
+ * The Realtime API's response events (GA names; the beta's with g->beta):
+ *
+ *   head          response.created (status in_progress)
+ *   first delta   response.output_item.added, response.content_part.added
+ *   token event   audio: response.output_audio_transcript.delta
+ *                        (beta response.audio_transcript.delta)
+ *                 text:  response.output_text.delta (beta response.text.delta)
+ *   audio event   response.output_audio.delta (beta response.audio.delta),
+ *                 base64 PCM16 24 kHz mono, RT_AUDIO_BYTES per token
+ *   finish        response.output_audio.done + ..._transcript.done (or
+ *                 response.output_text.done), response.content_part.done,
+ *                 response.output_item.done
+ *   terminal      response.done, status completed, with usage
+ *   error         response.done, status failed (status_details.error)
+ *   cancel        response.output_item.done (item incomplete) when an item
+ *                 is open, response.done, status cancelled
+ *
+ * Every server event has an event_id (no sequence_number).  Reasoning
+ * tokens are silent (the Realtime API streams no reasoning) and count as
+ * output text tokens.  The shapes follow openai-python's types/realtime
+ * (GA) and types/beta/realtime.
+ */
+
+#define RT_AUDIO_BYTES 480   /* per token: 10 ms of 24 kHz 16-bit mono */
+
+enum rt_item { RT_ITEM_NONE = 0, RT_ITEM_OPEN, RT_ITEM_DONE, RT_ITEM_CUT };
+
+static cJSON *rt_ev(struct sim_gen *g, const char *type)
+{
+    cJSON *o = cJSON_CreateObject();
+    char id[40];
+
+    snprintf(id, sizeof(id), "event_%llu",
+             (unsigned long long)++g->rt->event_seq);
+    cJSON_AddStringToObject(o, "type", type);
+    cJSON_AddStringToObject(o, "event_id", id);
+    return o;
+}
+
+static void rt_put(struct sim_gen *g, cJSON *o)
+{
+    put(g, FR_SSE, NULL, o);   /* over a WebSocket: the JSON alone */
+}
+
+static const char *rt_name(const struct sim_gen *g, const char *ga, const char *beta)
+{
+    return g->beta ? beta : ga;
+}
+
+/* response_id, item_id, output_index, content_index of the one item */
+static cJSON *rt_part_ev(struct sim_gen *g, const char *type)
+{
+    cJSON *o = rt_ev(g, type);
+    char id[80];
+
+    snprintf(id, sizeof(id), "resp_%s", g->id);
+    cJSON_AddStringToObject(o, "response_id", id);
+    snprintf(id, sizeof(id), "item_%s", g->id);
+    cJSON_AddStringToObject(o, "item_id", id);
+    cJSON_AddNumberToObject(o, "output_index", 0);
+    cJSON_AddNumberToObject(o, "content_index", 0);
+    return o;
+}
+
+/* the assistant message item; <status> in_progress (no content yet),
+ * completed or incomplete (the content so far, audio data left out) */
+static cJSON *rt_item(const struct sim_gen *g, const char *status)
+{
+    cJSON *it = cJSON_CreateObject(), *arr;
+    char id[80];
+
+    snprintf(id, sizeof(id), "item_%s", g->id);
+    cJSON_AddStringToObject(it, "id", id);
+    cJSON_AddStringToObject(it, "object", "realtime.item");
+    cJSON_AddStringToObject(it, "type", "message");
+    cJSON_AddStringToObject(it, "status", status);
+    cJSON_AddStringToObject(it, "role", "assistant");
+    arr = cJSON_AddArrayToObject(it, "content");
+    if (strcmp(status, "in_progress") != 0) {
+        cJSON *p = cJSON_CreateObject();
+        if (g->audio) {
+            cJSON_AddStringToObject(p, "type", g->beta ? "audio" : "output_audio");
+            add_owned_string(p, "transcript", all_answer(g));
+        } else {
+            cJSON_AddStringToObject(p, "type", g->beta ? "text" : "output_text");
+            add_owned_string(p, "text", all_answer(g));
+        }
+        cJSON_AddItemToArray(arr, p);
+    }
+    return it;
+}
+
+static cJSON *rt_usage(const struct sim_gen *g)
+{
+    const struct sim_opts *o = g->o;
+    cJSON *u = cJSON_CreateObject(), *d, *c;
+    long long in = o->prompt_tokens, ain = o->input_audio_tokens, cached = o->cached_tokens;
+    long long text = g->a_done + g->r_done, audio = 0, ctext;
+
+    if (ain > in)
+        ain = in;
+    if (cached > in)
+        cached = in;
+    ctext = cached < in - ain ? cached : in - ain;
+    if (g->audio) {
+        /* audio_tokens for the whole answer, in step with the audio sent */
+        long long all = o->audio_tokens >= 0 ? o->audio_tokens : o->tokens;
+        audio = o->tokens ? all * g->au_done / o->tokens : all;
+    }
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(in + text + audio));
+    cJSON_AddNumberToObject(u, "input_tokens", (double)in);
+    cJSON_AddNumberToObject(u, "output_tokens", (double)(text + audio));
+    d = cJSON_AddObjectToObject(u, "input_token_details");
+    cJSON_AddNumberToObject(d, "text_tokens", (double)(in - ain));
+    cJSON_AddNumberToObject(d, "audio_tokens", (double)ain);
+    cJSON_AddNumberToObject(d, "cached_tokens", (double)cached);
+    if (!g->beta) {
+        cJSON_AddNumberToObject(d, "image_tokens", 0);
+        c = cJSON_AddObjectToObject(d, "cached_tokens_details");
+        cJSON_AddNumberToObject(c, "text_tokens", (double)ctext);
+        cJSON_AddNumberToObject(c, "audio_tokens", (double)(cached - ctext));
+        cJSON_AddNumberToObject(c, "image_tokens", 0);
+    }
+    d = cJSON_AddObjectToObject(u, "output_token_details");
+    cJSON_AddNumberToObject(d, "text_tokens", (double)text);
+    cJSON_AddNumberToObject(d, "audio_tokens", (double)audio);
+    return u;
+}
+
+/* the response object; <status> in_progress, completed, cancelled, failed */
+static cJSON *rt_response(const struct sim_gen *g, const char *status)
+{
+    cJSON *r = cJSON_CreateObject(), *m, *out;
+    char id[80];
+
+    snprintf(id, sizeof(id), "resp_%s", g->id);
+    cJSON_AddStringToObject(r, "id", id);
+    cJSON_AddStringToObject(r, "object", "realtime.response");
+    cJSON_AddStringToObject(r, "status", status);
+    if (!strcmp(status, "cancelled")) {
+        cJSON *sd = cJSON_AddObjectToObject(r, "status_details");
+        cJSON_AddStringToObject(sd, "type", "cancelled");
+        cJSON_AddStringToObject(sd, "reason", "client_cancelled");
+    } else if (!strcmp(status, "failed")) {
+        cJSON *sd = cJSON_AddObjectToObject(r, "status_details"), *e;
+        cJSON_AddStringToObject(sd, "type", "failed");
+        e = cJSON_AddObjectToObject(sd, "error");
+        cJSON_AddStringToObject(e, "type", "server_error");
+        cJSON_AddStringToObject(e, "code", "sim_error");
+    } else {
+        cJSON_AddNullToObject(r, "status_details");
+    }
+    out = cJSON_AddArrayToObject(r, "output");
+    if (g->item_open == RT_ITEM_DONE)
+        cJSON_AddItemToArray(out, rt_item(g, "completed"));
+    else if (g->item_open == RT_ITEM_OPEN)
+        cJSON_AddItemToArray(out, rt_item(g, "in_progress"));
+    else if (g->item_open == RT_ITEM_CUT)
+        cJSON_AddItemToArray(out, rt_item(g, "incomplete"));
+    cJSON_AddStringToObject(r, "conversation_id", g->rt->conv_id);
+    m = cJSON_AddArrayToObject(r, g->beta ? "modalities" : "output_modalities");
+    if (g->audio)
+        cJSON_AddItemToArray(m, cJSON_CreateString("audio"));
+    if (!g->audio || g->beta)
+        cJSON_AddItemToArray(m, cJSON_CreateString("text"));
+    cJSON_AddStringToObject(r, "max_output_tokens", "inf");
+    if (g->beta) {
+        cJSON_AddStringToObject(r, "voice", "alloy");
+        cJSON_AddStringToObject(r, "output_audio_format", "pcm16");
+    } else {
+        cJSON *a = cJSON_AddObjectToObject(r, "audio");
+        cJSON *ao = cJSON_AddObjectToObject(a, "output");
+        cJSON *f = cJSON_AddObjectToObject(ao, "format");
+        cJSON_AddStringToObject(f, "type", "audio/pcm");
+        cJSON_AddNumberToObject(f, "rate", 24000);
+        cJSON_AddStringToObject(ao, "voice", "alloy");
+    }
+    if (!strcmp(status, "in_progress"))
+        cJSON_AddNullToObject(r, "usage");
+    else
+        cJSON_AddItemToObject(r, "usage", rt_usage(g));
+    cJSON_AddNullToObject(r, "metadata");
+    return r;
+}
+
+static void rt_head(struct sim_gen *g)
+{
+    cJSON *o = rt_ev(g, "response.created");
+    cJSON_AddItemToObject(o, "response", rt_response(g, "in_progress"));
+    rt_put(g, o);
+}
+
+/* the item and its content part, before the first delta of either track */
+static void rt_open(struct sim_gen *g)
+{
+    cJSON *o, *part;
+    char id[80];
+
+    if (g->item_open != RT_ITEM_NONE)
+        return;
+    g->item_open = RT_ITEM_OPEN;
+    o = rt_ev(g, "response.output_item.added");
+    snprintf(id, sizeof(id), "resp_%s", g->id);
+    cJSON_AddStringToObject(o, "response_id", id);
+    cJSON_AddNumberToObject(o, "output_index", 0);
+    cJSON_AddItemToObject(o, "item", rt_item(g, "in_progress"));
+    rt_put(g, o);
+    o = rt_part_ev(g, "response.content_part.added");
+    part = cJSON_AddObjectToObject(o, "part");
+    cJSON_AddStringToObject(part, "type", g->audio ? "audio" : "text");
+    cJSON_AddStringToObject(part, g->audio ? "transcript" : "text", "");
+    rt_put(g, o);
+}
+
+static void rt_token(struct sim_gen *g, int reasoning, const char *text,
+                     int ntok, int last)
+{
+    cJSON *o;
+    (void)ntok; (void)last;
+
+    if (reasoning)
+        return;   /* thinking is silent here */
+    rt_open(g);
+    o = rt_part_ev(g, g->audio ? rt_name(g, "response.output_audio_transcript.delta",
+                                         "response.audio_transcript.delta")
+                               : rt_name(g, "response.output_text.delta",
+                                         "response.text.delta"));
+    cJSON_AddStringToObject(o, "delta", text);
+    rt_put(g, o);
+}
+
+static void rt_audio(struct sim_gen *g, int ntok)
+{
+    size_t n = (size_t)ntok * RT_AUDIO_BYTES, i;
+    size_t first = (size_t)(g->au_done - ntok) * RT_AUDIO_BYTES;
+    unsigned char *pcm = malloc(n ? n : 1);
+    char *b64 = malloc(4 * ((n + 2) / 3) + 1);
+    cJSON *o;
+
+    if (!pcm || !b64) {
+        free(pcm);
+        free(b64);
+        return;
+    }
+    for (i = 0; i < n; i++)   /* any deterministic bytes: a sawtooth */
+        pcm[i] = (unsigned char)((first + i) * 7u);
+    EVP_EncodeBlock((unsigned char *)b64, pcm, (int)n);
+    rt_open(g);
+    o = rt_part_ev(g, rt_name(g, "response.output_audio.delta", "response.audio.delta"));
+    cJSON_AddStringToObject(o, "delta", b64);
+    rt_put(g, o);
+    free(pcm);
+    free(b64);
+}
+
+static void rt_finish(struct sim_gen *g)
+{
+    cJSON *o, *part;
+    char id[80];
+
+    if (g->item_open != RT_ITEM_OPEN)
+        return;
+    if (g->audio) {
+        rt_put(g, rt_part_ev(g, rt_name(g, "response.output_audio.done",
+                                        "response.audio.done")));
+        o = rt_part_ev(g, rt_name(g, "response.output_audio_transcript.done",
+                                  "response.audio_transcript.done"));
+        add_owned_string(o, "transcript", all_answer(g));
+    } else {
+        o = rt_part_ev(g, rt_name(g, "response.output_text.done", "response.text.done"));
+        add_owned_string(o, "text", all_answer(g));
+    }
+    rt_put(g, o);
+    o = rt_part_ev(g, "response.content_part.done");
+    part = cJSON_AddObjectToObject(o, "part");
+    cJSON_AddStringToObject(part, "type", g->audio ? "audio" : "text");
+    add_owned_string(part, g->audio ? "transcript" : "text", all_answer(g));
+    rt_put(g, o);
+    g->item_open = RT_ITEM_DONE;
+    o = rt_ev(g, "response.output_item.done");
+    snprintf(id, sizeof(id), "resp_%s", g->id);
+    cJSON_AddStringToObject(o, "response_id", id);
+    cJSON_AddNumberToObject(o, "output_index", 0);
+    cJSON_AddItemToObject(o, "item", rt_item(g, "completed"));
+    rt_put(g, o);
+}
+
+/* response.done with <status>; an open item is closed as incomplete */
+static void rt_done(struct sim_gen *g, const char *status)
+{
+    cJSON *o;
+
+    if (g->item_open == RT_ITEM_OPEN) {
+        char id[80];
+        g->item_open = RT_ITEM_CUT;
+        o = rt_ev(g, "response.output_item.done");
+        snprintf(id, sizeof(id), "resp_%s", g->id);
+        cJSON_AddStringToObject(o, "response_id", id);
+        cJSON_AddNumberToObject(o, "output_index", 0);
+        cJSON_AddItemToObject(o, "item", rt_item(g, "incomplete"));
+        rt_put(g, o);
+    }
+    o = rt_ev(g, "response.done");
+    cJSON_AddItemToObject(o, "response", rt_response(g, status));
+    rt_put(g, o);
+}
+
+static void rt_terminal(struct sim_gen *g) { rt_done(g, "completed"); }
+static void rt_error(struct sim_gen *g)    { rt_done(g, "failed"); }
+static void rt_cancel(struct sim_gen *g)   { rt_done(g, "cancelled"); }
+
 /* ---- THE table: one entry per dialect ------------------------------------------------ */
 
 static const struct sim_dialect sim_dialects[] = {
     { "openai.chat",
       { { "/v1/chat/completions", SIM_STREAM_BODY } },
       "text/event-stream", 0,
-      chat_head, chat_token, chat_finish, chat_usage, oa_error, oa_done, chat_whole },
+      chat_head, chat_token, chat_finish, chat_usage, oa_error, oa_done, chat_whole,
+      NULL, NULL },
     { "openai.completions",
       { { "/v1/completions", SIM_STREAM_BODY } },
       "text/event-stream", 0,
-      NULL, cmpl_token, cmpl_finish, cmpl_usage, oa_error, oa_done, cmpl_whole },
+      NULL, cmpl_token, cmpl_finish, cmpl_usage, oa_error, oa_done, cmpl_whole,
+      NULL, NULL },
     { "openai.responses",
       { { "/v1/responses", SIM_STREAM_BODY } },
       "text/event-stream", 1,
-      re_head, re_token, re_finish, NULL, re_error, re_terminal, re_whole },
+      re_head, re_token, re_finish, NULL, re_error, re_terminal, re_whole,
+      NULL, NULL },
     { "anthropic.messages",
       { { "/v1/messages", SIM_STREAM_BODY } },
       "text/event-stream", 1,
-      an_head, an_token, an_finish, NULL, an_error, an_terminal, an_whole },
+      an_head, an_token, an_finish, NULL, an_error, an_terminal, an_whole,
+      NULL, NULL },
     { "gemini",
       { { "/v1beta/models/*:streamGenerateContent", SIM_STREAM_ALWAYS },
         { "/v1beta/models/*:generateContent", SIM_STREAM_NEVER },
         { "/v1/models/*:streamGenerateContent", SIM_STREAM_ALWAYS },
         { "/v1/models/*:generateContent", SIM_STREAM_NEVER } },
       "text/event-stream", 1,
-      NULL, ge_token, ge_finish, NULL, ge_error, NULL, ge_whole },
+      NULL, ge_token, ge_finish, NULL, ge_error, NULL, ge_whole,
+      NULL, NULL },
     { "ollama",   /* /api/chat */
       { { "/api/chat", SIM_STREAM_BODY_TRUE } },
       "application/x-ndjson", 1,
-      NULL, olc_token, NULL, NULL, ol_error, olc_terminal, olc_whole },
+      NULL, olc_token, NULL, NULL, ol_error, olc_terminal, olc_whole,
+      NULL, NULL },
     { "ollama",   /* /api/generate */
       { { "/api/generate", SIM_STREAM_BODY_TRUE } },
       "application/x-ndjson", 1,
-      NULL, olg_token, NULL, NULL, ol_error, olg_terminal, olg_whole },
+      NULL, olg_token, NULL, NULL, ol_error, olg_terminal, olg_whole,
+      NULL, NULL },
     { "tgi",
       { { "/generate_stream", SIM_STREAM_ALWAYS },
         { "/generate", SIM_STREAM_NEVER } },
       "text/event-stream", 1,
-      NULL, tgi_token, tgi_finish, NULL, tgi_error, NULL, tgi_whole },
+      NULL, tgi_token, tgi_finish, NULL, tgi_error, NULL, tgi_whole,
+      NULL, NULL },
     { "llamacpp.completion",
       { { "/completion", SIM_STREAM_BODY },
         { "/completions", SIM_STREAM_BODY },
         { "/infill", SIM_STREAM_BODY } },
       "text/event-stream", 1,
-      NULL, lc_token, NULL, NULL, lc_error, lc_terminal, lc_whole },
+      NULL, lc_token, NULL, NULL, lc_error, lc_terminal, lc_whole,
+      NULL, NULL },
+    { "openai.realtime",   /* no routes: GET /v1/realtime with Upgrade (sim/ws.c) */
+      { { NULL, SIM_STREAM_NEVER } },
+      NULL, 1,
+      rt_head, rt_token, rt_finish, NULL, rt_error, rt_terminal, NULL,
+      rt_audio, rt_cancel },
 };
+
+const struct sim_dialect *sim_dialect_named(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(sim_dialects) / sizeof(sim_dialects[0]); i++)
+        if (!strcmp(sim_dialects[i].name, name))
+            return &sim_dialects[i];
+    return NULL;
+}
 
 /* <pat> against <s>[0..n): '*' matches any run of characters except '/' */
 static int glob(const char *pat, const char *s, size_t n)

@@ -61,12 +61,14 @@ static int usage(FILE *f)
     fprintf(f,
 "usage: tokentap-sim --listen HOST:PORT [--ready-file FILE]\n"
 "                    [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--log]\n"
-"                    [--latency-scale F]\n"
+"                    [--latency-scale F] [--ws-deflate on|off]\n"
 "\n"
 "A simulated LLM server for tests, the demo and benchmarks.  Serves the\n"
 "OpenAI (chat, completions, responses), Anthropic, Gemini, Ollama and TGI\n"
-"dialects, streaming and not; behaviour is chosen per request by a JSON\n"
-"object \"sim\" in the request body (see docs/simulator.md).\n"
+"dialects, streaming and not, and over WebSocket the Responses API's\n"
+"WebSocket mode (GET /v1/responses) and the Realtime API (GET /v1/realtime);\n"
+"behaviour is chosen per request by a JSON object \"sim\" in the request\n"
+"body or the client event (see docs/simulator.md).\n"
 "\n"
 "  --listen HOST:PORT     address to listen on; port 0 picks a free port.\n"
 "                         Prints \"listening on HOST:PORT\" once ready.\n"
@@ -79,6 +81,9 @@ static int usage(FILE *f)
 "  --log                  one line per request on stderr\n"
 "  --latency-scale F      multiply every request's ttft_ms, gap_ms and\n"
 "                         headers_delay_ms by F (a slower candidate: 1.5)\n"
+"  --ws-deflate on|off    accept a WebSocket client's permessage-deflate offer\n"
+"                         (default on); off answers every handshake without\n"
+"                         the extension, so both ways go uncompressed\n"
 "  --help                 this text\n"
 "\n"
 "Other endpoints: GET /health, GET /stats, POST /stats/reset, POST /echo,\n"
@@ -105,7 +110,8 @@ static int man_page(FILE *out)
     fputs(".SH SYNOPSIS\n.B tokentap-sim\n\\fB\\-\\-listen\\fR \\fIHOST:PORT\\fR "
           "[\\fB\\-\\-tls\\-cert\\fR \\fIFILE\\fR \\fB\\-\\-tls\\-key\\fR "
           "\\fIFILE\\fR [\\fB\\-\\-tls\\-client\\-ca\\fR \\fIFILE\\fR]] "
-          "[\\fB\\-\\-log\\fR] [\\fB\\-\\-latency\\-scale\\fR \\fIF\\fR]\n"
+          "[\\fB\\-\\-log\\fR] [\\fB\\-\\-latency\\-scale\\fR \\fIF\\fR] "
+          "[\\fB\\-\\-ws\\-deflate\\fR \\fIon\\fR|\\fIoff\\fR]\n"
           ".SH DESCRIPTION\n", out);
     tt_man_from_help(out, help);
     free(help);
@@ -251,6 +257,7 @@ int main(int argc, char **argv)
     struct evconnlistener *lis;
     struct event *sigterm, *sigint;
 
+    sim_srv.ws_deflate = 1;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
@@ -269,6 +276,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "tokentap-sim: --latency-scale needs a factor, 0 < F <= 1000\n");
                 return 2;
             }
+            i++;
+            continue;
+        } else if (!strcmp(a, "--ws-deflate")) {
+            const char *v = i + 1 < argc ? argv[i + 1] : "";
+            if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
+                fprintf(stderr, "tokentap-sim: --ws-deflate needs on or off\n");
+                return 2;
+            }
+            sim_srv.ws_deflate = !strcmp(v, "on");
             i++;
             continue;
         } else if (!strcmp(a, "--listen")) {

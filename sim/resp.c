@@ -16,6 +16,20 @@
  * Faults (status, error_after, truncate_after, reset_after, drop_terminal,
  * hang) are applied here; how the connection ends is sim/conn.c's job.
  * What each event looks like is the dialect's (sim/dialect.c).
+ *
+ * The sink: an HTTP body (chunk framing, the dialect's SSE or NDJSON), or
+ * a turn of a WebSocket session (sim/ws.c), where each event is one text
+ * message holding the event's JSON alone and the "head" is the dialect's
+ * first events (no status line).  A WebSocket turn ends with
+ * sim_ws_turn_end() instead of the end of a body.
+ *
+ * The second track (realtime audio): a dialect with an audio emitter gets
+ * one audio event per answer token event, audio event k at
+ *   t_afirst + (reasoning events + k) * gap_ms,
+ *   t_afirst = t_start + max(audio_ttft_ms, headers_delay_ms)
+ * so with audio_ttft_ms = ttft_ms (the default) each audio delta follows
+ * its transcript delta at once.  The timer always aims at the earlier of
+ * the two tracks' next events; finish comes after both are done.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -38,8 +52,10 @@ struct sim_resp {
     int chunked;                      /* chunk framing on a streamed body */
     int keep_alive;                   /* the connection survives a normal end */
     enum phase phase;
-    uint64_t t_start, t_first;
+    uint64_t t_start, t_first, t_afirst;
     int r_events, ev_total, ev_sent;
+    int au_total, au_sent;            /* the second track (audio) */
+    struct sim_ws *ws;                /* borrowed: the session, NULL over HTTP */
     struct event *timer;              /* owned */
     /* replay: event i is rbuf[roff[i] .. roff[i+1]) */
     char *rbuf;
@@ -77,6 +93,10 @@ static const struct opt_desc {
     { "headers_delay_ms", OPT_INT,  offsetof(struct sim_opts, headers_delay_ms), 0, 3600000 },
     { "chunked",          OPT_BOOL, offsetof(struct sim_opts, chunked), 0, 1 },
     { "stamp",            OPT_BOOL, offsetof(struct sim_opts, stamp), 0, 1 },
+    { "audio_ttft_ms",    OPT_INT,  offsetof(struct sim_opts, audio_ttft_ms), 0, 3600000 },
+    { "audio_tokens",     OPT_INT,  offsetof(struct sim_opts, audio_tokens), 0, 100000000 },
+    { "input_audio_tokens", OPT_INT, offsetof(struct sim_opts, input_audio_tokens), 0, 100000000 },
+    { "beta",             OPT_BOOL, offsetof(struct sim_opts, beta), 0, 1 },
 };
 
 static const char *const rfield_names[] = {
@@ -102,6 +122,7 @@ static void opts_default(struct sim_opts *o)
     o->error_after = o->truncate_after = o->reset_after = -1;
     o->chunked = 1;
     o->seed = 1;
+    o->audio_ttft_ms = o->audio_tokens = o->beta = -1;
 }
 
 /* fills <o> from the "sim" object <s>; 0, or -1 with the reason in <err> */
@@ -301,7 +322,9 @@ void sim_resp_event(struct sim_resp *r, const char *p, size_t n)
 {
     if (n == 0)
         return;
-    if (r->chunked) {
+    if (r->ws) {
+        sim_ws_send_text(r->ws, p, n);
+    } else if (r->chunked) {
         char hex[24];
         int hn = snprintf(hex, sizeof(hex), "%zx\r\n", n);
         sim_conn_write(r->c, hex, (size_t)hn);
@@ -310,6 +333,11 @@ void sim_resp_event(struct sim_resp *r, const char *p, size_t n)
     } else {
         sim_conn_write(r->c, p, n);
     }
+}
+
+int sim_resp_ws(const struct sim_resp *r)
+{
+    return r->ws != NULL;
 }
 
 static void at(struct sim_resp *r, uint64_t target)
@@ -327,14 +355,26 @@ static uint64_t ms(int v)
     return (uint64_t)v * 1000000ull;
 }
 
-/* the body is complete and well framed */
-static void end_body(struct sim_resp *r)
+/* the response ends as <how>: the connection's end, or the turn's */
+static void finish(struct sim_resp *r, enum sim_end how)
 {
     r->phase = PH_DONE;
+    if (r->ws)
+        sim_ws_turn_end(r->ws, how);
+    else
+        sim_conn_end(r->c, how);
+}
+
+/* the body is complete and well framed (a WebSocket turn: over) */
+static void end_body(struct sim_resp *r)
+{
+    if (r->ws) {
+        finish(r, SIM_END_KEEPALIVE);
+        return;
+    }
     if (r->chunked)
         sim_conn_write(r->c, "0\r\n\r\n", 5);
-    sim_conn_end(r->c, r->chunked && r->keep_alive ? SIM_END_KEEPALIVE
-                                                   : SIM_END_CLOSE);
+    finish(r, r->chunked && r->keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
 }
 
 /* faults that fire after <n> token (or replay) events; 1 when one fired */
@@ -346,13 +386,11 @@ static int fault(struct sim_resp *r, int n)
         return 1;
     }
     if (r->o.truncate_after == n) {
-        r->phase = PH_DONE;
-        sim_conn_end(r->c, SIM_END_TRUNCATE);
+        finish(r, SIM_END_TRUNCATE);
         return 1;
     }
     if (r->o.reset_after == n) {
-        r->phase = PH_DONE;
-        sim_conn_end(r->c, SIM_END_RESET);
+        finish(r, SIM_END_RESET);
         return 1;
     }
     return 0;
@@ -391,6 +429,33 @@ static void emit_token_event(struct sim_resp *r)
     r->ev_sent++;
 }
 
+/* the second track's next event: audio for answer event au_sent */
+static void emit_audio_event(struct sim_resp *r)
+{
+    int tpe = r->o.tokens_per_event, from = r->au_sent * tpe;
+    int n = r->o.tokens - from;
+
+    if (n > tpe)
+        n = tpe;
+    r->g.au_done += n;
+    r->d->audio(&r->g, n);
+    r->au_sent++;
+}
+
+/* when the next event of either track is due (UINT64_MAX: both done) */
+static uint64_t next_text(const struct sim_resp *r)
+{
+    return r->ev_sent < r->ev_total ?
+           r->t_first + ms(r->o.gap_ms) * (uint64_t)r->ev_sent : UINT64_MAX;
+}
+
+static uint64_t next_audio(const struct sim_resp *r)
+{
+    return r->au_sent < r->au_total ?
+           r->t_afirst + ms(r->o.gap_ms) * (uint64_t)(r->r_events + r->au_sent)
+           : UINT64_MAX;
+}
+
 static void send_whole(struct sim_resp *r)
 {
     cJSON *j;
@@ -427,6 +492,23 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
     switch (r->phase) {
     case PH_HEAD:
+        if (r->ws) {
+            /* a turn has no status line: its first events, or an error */
+            if (r->o.status != 200) {
+                sim_ws_turn_status(r->ws, r->o.status);
+                end_body(r);
+                return;
+            }
+            if (r->d->head)
+                r->d->head(&r->g);
+            r->phase = PH_TOKENS;
+            {
+                /* the earlier track's first event (t_first when none) */
+                uint64_t tt = next_text(r), ta = next_audio(r);
+                at(r, tt < ta ? tt : ta < UINT64_MAX ? ta : r->t_first);
+            }
+            return;
+        }
         if (r->o.status != 200) {
             char msg[64];
             snprintf(msg, sizeof(msg), "simulated error (status %d)", r->o.status);
@@ -453,16 +535,23 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     case PH_WHOLE:
         send_whole(r);
         return;
-    case PH_TOKENS:
+    case PH_TOKENS: {
+        uint64_t tt = next_text(r), ta = next_audio(r);
+
         if (r->ev_sent == 0 && fault(r, 0))
             return;
-        if (r->ev_sent < r->ev_total) {
+        /* the earlier track first; on a tie the text, then its audio */
+        if (tt != UINT64_MAX && tt <= ta) {
             emit_token_event(r);
             if (fault(r, r->ev_sent))
                 return;
         }
-        if (r->ev_sent < r->ev_total) {
-            at(r, r->t_first + ms(r->o.gap_ms) * (uint64_t)r->ev_sent);
+        if (ta != UINT64_MAX && ta <= tt)
+            emit_audio_event(r);
+        tt = next_text(r);
+        ta = next_audio(r);
+        if (tt != UINT64_MAX || ta != UINT64_MAX) {
+            at(r, tt < ta ? tt : ta);
             return;
         }
         if (r->d->finish)
@@ -473,6 +562,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
             r->d->terminal(&r->g);
         end_body(r);
         return;
+    }
     case PH_REPLAY:
         if (r->ev_sent == 0 && fault(r, 0))
             return;
@@ -511,6 +601,62 @@ static void model_from_path(struct sim_resp *r, const char *url, size_t plen)
     if (!e)
         e = url + plen;
     snprintf(r->model, sizeof(r->model), "%.*s", (int)(e - m), m);
+}
+
+/* the generation state and the schedule's numbers, once the options and
+ * the model are known; 0, or -1 out of memory */
+static int resp_ready(struct sim_resp *r, const struct sim_dialect *d)
+{
+    r->g.resp = r;
+    r->g.o = &r->o;
+    r->g.model = r->model;
+    r->g.created = (long long)time(NULL);
+    snprintf(r->g.id, sizeof(r->g.id), "sim%08llu",
+             (unsigned long long)++sim_srv.next_id);
+    if (r->o.usage >= 0) {
+        r->g.usage = r->o.usage;
+    } else if (d && d->usage_default_include) {
+        r->g.usage = 1;
+    } else {
+        const cJSON *so = cJSON_GetObjectItemCaseSensitive(r->body, "stream_options");
+        r->g.usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
+    }
+    if (r->o.audio_ttft_ms < 0)
+        r->o.audio_ttft_ms = r->o.ttft_ms;
+    if (sim_srv.latency_scale > 0 && sim_srv.latency_scale != 1.0) {
+        /* a slower (or faster) server for the same requests: shadow demos */
+        r->o.ttft_ms = (int)(r->o.ttft_ms * sim_srv.latency_scale + 0.5);
+        r->o.audio_ttft_ms = (int)(r->o.audio_ttft_ms * sim_srv.latency_scale + 0.5);
+        r->o.gap_ms = (int)(r->o.gap_ms * sim_srv.latency_scale + 0.5);
+        r->o.headers_delay_ms = (int)(r->o.headers_delay_ms * sim_srv.latency_scale + 0.5);
+    }
+    r->r_events = (r->o.reasoning_tokens + r->o.tokens_per_event - 1) /
+                  r->o.tokens_per_event;
+    r->ev_total = r->r_events + (r->o.tokens + r->o.tokens_per_event - 1) /
+                                r->o.tokens_per_event;
+    if (d && d->audio && r->g.audio)
+        r->au_total = r->ev_total - r->r_events;
+    r->t_first = r->t_start + ms(r->o.ttft_ms > r->o.headers_delay_ms ?
+                                 r->o.ttft_ms : r->o.headers_delay_ms);
+    r->t_afirst = r->t_start + ms(r->o.audio_ttft_ms > r->o.headers_delay_ms ?
+                                  r->o.audio_ttft_ms : r->o.headers_delay_ms);
+    r->timer = evtimer_new(sim_srv.base, on_timer, r);
+    return r->timer ? 0 : -1;
+}
+
+/* the first timer (or none: hang) */
+static void resp_go(struct sim_resp *r)
+{
+    if (sim_srv.log)
+        fprintf(stderr, "tokentap-sim:   -> %s %s, %d reasoning + %d answer "
+                "tokens in %d events%s%s\n",
+                r->d ? r->d->name : "replay",
+                r->ws ? "websocket" : r->stream ? "stream" : "json",
+                r->o.reasoning_tokens, r->o.tokens, r->ev_total,
+                r->o.hang ? ", hang" : "", r->rbuf ? ", replay" : "");
+    if (r->o.hang)
+        return;   /* never answer; the peer's close counts as aborted */
+    at(r, r->t_start + ms(r->o.headers_delay_ms));
 }
 
 struct sim_resp *sim_resp_start(struct sim_conn *c, struct sim_req *q,
@@ -581,50 +727,81 @@ struct sim_resp *sim_resp_start(struct sim_conn *c, struct sim_req *q,
     r->keep_alive = ka;
     r->chunked = r->stream && r->o.chunked && q->http_minor >= 1;
 
-    r->g.resp = r;
-    r->g.o = &r->o;
-    r->g.model = r->model;
-    r->g.created = (long long)time(NULL);
-    snprintf(r->g.id, sizeof(r->g.id), "sim%08llu",
-             (unsigned long long)++sim_srv.next_id);
-    if (r->o.usage >= 0) {
-        r->g.usage = r->o.usage;
-    } else if (d && d->usage_default_include) {
-        r->g.usage = 1;
-    } else {
-        const cJSON *so = cJSON_GetObjectItemCaseSensitive(r->body, "stream_options");
-        r->g.usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
-    }
-    if (sim_srv.latency_scale > 0 && sim_srv.latency_scale != 1.0) {
-        /* a slower (or faster) server for the same requests: shadow demos */
-        r->o.ttft_ms = (int)(r->o.ttft_ms * sim_srv.latency_scale + 0.5);
-        r->o.gap_ms = (int)(r->o.gap_ms * sim_srv.latency_scale + 0.5);
-        r->o.headers_delay_ms = (int)(r->o.headers_delay_ms * sim_srv.latency_scale + 0.5);
-    }
-    r->r_events = (r->o.reasoning_tokens + r->o.tokens_per_event - 1) /
-                  r->o.tokens_per_event;
-    r->ev_total = r->r_events + (r->o.tokens + r->o.tokens_per_event - 1) /
-                                r->o.tokens_per_event;
-    r->t_first = r->t_start + ms(r->o.ttft_ms > r->o.headers_delay_ms ?
-                                 r->o.ttft_ms : r->o.headers_delay_ms);
-
-    sim_conn_set_split(c, r->o.split, r->o.seed);
-    r->timer = evtimer_new(sim_srv.base, on_timer, r);
-    if (!r->timer) {
+    if (resp_ready(r, d) != 0) {
         sim_resp_free(r);
         sim_conn_reply_error(c, 500, "tokentap-sim: out of memory", 0);
         return NULL;
     }
-    if (sim_srv.log)
-        fprintf(stderr, "tokentap-sim:   -> %s %s, %d reasoning + %d answer "
-                "tokens in %d events%s%s\n",
-                d ? d->name : "replay", r->stream ? "stream" : "json",
-                r->o.reasoning_tokens, r->o.tokens, r->ev_total,
-                r->o.hang ? ", hang" : "", r->rbuf ? ", replay" : "");
-    if (r->o.hang)
-        return r;   /* never answer; the peer's close counts as aborted */
-    at(r, r->t_start + ms(r->o.headers_delay_ms));
+    sim_conn_set_split(c, r->o.split, r->o.seed);
+    resp_go(r);
     return r;
+}
+
+struct sim_resp *sim_resp_start_ws(struct sim_conn *c, struct sim_ws *s,
+                                   const struct sim_dialect *d,
+                                   struct sim_turn *t, char *err, size_t elen)
+{
+    struct sim_resp *r = calloc(1, sizeof(*r));
+    const cJSON *m;
+    int rc;
+
+    if (!r) {
+        cJSON_Delete(t->body);
+        cJSON_Delete(t->sim);
+        snprintf(err, elen, "tokentap-sim: out of memory");
+        return NULL;
+    }
+    r->c = c;
+    r->ws = s;
+    r->d = d;
+    r->body = t->body;   /* ours from here on, freed with the response */
+    r->t_start = sim_now_ns();
+    r->stream = 1;
+    opts_default(&r->o);
+    rc = opts_parse(&r->o, t->sim, err, elen);
+    cJSON_Delete(t->sim);
+    t->body = t->sim = NULL;
+    if (rc != 0) {
+        sim_resp_free(r);
+        return NULL;
+    }
+    if (r->o.replay) {
+        snprintf(err, elen, "sim.replay is not supported over WebSocket");
+        sim_resp_free(r);
+        return NULL;
+    }
+    m = cJSON_GetObjectItemCaseSensitive(r->body, "model");
+    snprintf(r->model, sizeof(r->model), "%s",
+             t->model ? t->model : cJSON_IsString(m) ? m->valuestring : "sim-model");
+    r->g.rt = t->rt;
+    r->g.audio = t->rt && t->audio;
+    r->g.beta = t->rt && (r->o.beta >= 0 ? r->o.beta : t->rt->beta);
+    if (resp_ready(r, d) != 0) {
+        snprintf(err, elen, "tokentap-sim: out of memory");
+        sim_resp_free(r);
+        return NULL;
+    }
+    sim_conn_set_split(c, r->o.split, r->o.seed);
+    resp_go(r);
+    return r;
+}
+
+int sim_resp_cancel(struct sim_resp *r)
+{
+    if (!r || r->phase == PH_DONE)
+        return -1;
+    evtimer_del(r->timer);
+    if (r->phase == PH_HEAD && r->d && r->d->head)
+        r->d->head(&r->g);   /* cancelled before its first events (hang) */
+    if (r->d && r->d->cancel)
+        r->d->cancel(&r->g);
+    end_body(r);
+    return 0;
+}
+
+const char *sim_resp_id(const struct sim_resp *r)
+{
+    return r ? r->g.id : "";
 }
 
 void sim_resp_free(struct sim_resp *r)

@@ -1,12 +1,15 @@
 /*
  * tokentap-sim: a simulated model server for tests, the demo and benchmarks.
- * This header holds the types shared by its four files:
+ * This header holds the types shared by its five files:
  *
  *   sim/main.c     command line, listener, TLS context, signals, counters
  *   sim/conn.c     one client connection: request parsing (llhttp), routing,
  *                  the plain endpoints (/health /stats /echo, 404, upgrade),
  *                  keep-alive, the write pump that splits bytes, and how a
  *                  response ends (keep-alive, close, truncate, RST)
+ *   sim/ws.c       a WebSocket session (the Responses API's WebSocket mode,
+ *                  the Realtime API): handshake, client events, turns; the
+ *                  frames themselves are proxy/ws.h's
  *   sim/resp.c     one generated or replayed response: the "sim" options,
  *                  the event schedule on absolute timer targets, faults
  *   sim/dialect.c  THE table of API dialects and their event emitters
@@ -14,6 +17,11 @@
  * Data path: client bytes -> conn.c (llhttp) -> sim_resp_start() -> timers
  * -> dialect emitters -> sim_resp_event() (chunk framing) -> sim_conn_write()
  * -> outq -> pump (split none|random|byte) -> bufferevent -> socket.
+ *
+ * WebSocket: client bytes -> conn.c -> sim_ws_feed() (tt_ws_reader) -> client
+ * event -> sim_resp_start_ws() -> the same timers and emitters ->
+ * sim_resp_event() (one text message, tt_ws_write_msg) -> sim_conn_write_buffer()
+ * -> the same pump.
  */
 #ifndef SIM_H
 #define SIM_H
@@ -48,6 +56,9 @@ struct sim_server {
     uint64_t aborted;             /* peer closed while a response was in progress */
     uint64_t completed;           /* responses that ended as the options asked */
     uint64_t open;                /* connections open now */
+    int ws_deflate;               /* --ws-deflate: accept permessage-deflate (default 1) */
+    uint64_t ws_sessions;         /* WebSocket sessions opened (101 sent) */
+    uint64_t ws_turns;            /* WebSocket turns started (response.create) */
     uint64_t next_id;             /* response ids */
     struct sim_path_count paths[SIM_MAX_PATHS];
     int npaths;
@@ -96,6 +107,8 @@ const char *sim_req_header(const struct sim_req *q, const char *name);
 void sim_conn_accept(evutil_socket_t fd);
 /* queue response bytes; they reach the socket split as <split> says */
 void sim_conn_write(struct sim_conn *c, const void *p, size_t n);
+/* the same for the whole of <b> (left empty) */
+void sim_conn_write_buffer(struct sim_conn *c, struct evbuffer *b);
 void sim_conn_set_split(struct sim_conn *c, enum sim_split split, uint64_t seed);
 /* end the response in progress once every queued byte is written */
 void sim_conn_end(struct sim_conn *c, enum sim_end how);
@@ -108,6 +121,11 @@ void sim_conn_reply(struct sim_conn *c, int status, const char *ctype,
                     const char *body, size_t len, int keep_alive);
 void sim_conn_reply_error(struct sim_conn *c, int status, const char *msg,
                           int keep_alive);
+/* the same with <extra> headers ("Name: v\r\n...") */
+void sim_conn_reply_error_hdr(struct sim_conn *c, int status, const char *msg,
+                              int keep_alive, const char *extra);
+/* the OpenAI error "type" for an HTTP status (invalid_request_error, ...) */
+const char *sim_error_type(int status);
 void sim_conn_free_all(void);
 
 /* ---- generated responses (sim/resp.c) ------------------------------------ */
@@ -144,6 +162,10 @@ struct sim_opts {
     int headers_delay_ms;
     int chunked;
     int stamp;                    /* SSE: ": t=NS" comment line before each event */
+    int audio_ttft_ms;            /* realtime: first audio delta; -1 = ttft_ms */
+    int audio_tokens;             /* realtime: output audio tokens; -1 = tokens */
+    int input_audio_tokens;       /* realtime: of prompt_tokens, audio */
+    int beta;                     /* realtime: beta event names; -1 = the session's */
     enum sim_split split;
     uint64_t seed;
     char *replay;                 /* owned, NULL = generate */
@@ -162,6 +184,55 @@ struct sim_resp *sim_resp_start(struct sim_conn *c, struct sim_req *q,
                                 const struct sim_dialect *d, int stream_rule);
 void sim_resp_free(struct sim_resp *r);
 
+struct sim_ws;
+struct sim_rt;
+
+/* what a WebSocket turn starts from (sim/ws.c fills it in) */
+struct sim_turn {
+    cJSON *body;                  /* taken: the request's fields (model, ...) */
+    cJSON *sim;                   /* taken: the "sim" object, or NULL */
+    const char *model;            /* NULL: the body's "model" */
+    struct sim_rt *rt;            /* realtime: the session's state, else NULL */
+    int audio;                    /* realtime: audio among the output modalities */
+};
+
+/*
+ * Start a turn of WebSocket session <s>: the same options, schedule and
+ * emitters as an HTTP stream, each event one text message.  NULL with the
+ * reason in <err> (a bad "sim" option: the caller answers an error event);
+ * else the turn runs until it calls sim_ws_turn_end().  Owned by the
+ * session, freed with sim_resp_free().
+ */
+struct sim_resp *sim_resp_start_ws(struct sim_conn *c, struct sim_ws *s,
+                                   const struct sim_dialect *d,
+                                   struct sim_turn *t, char *err, size_t elen);
+/* response.cancel: stop the schedule, the dialect's cancel events, turn end;
+ * 0, or -1 when the turn already ended */
+int sim_resp_cancel(struct sim_resp *r);
+/* its id ("sim00000042"; dialects prefix it: "resp_sim00000042") */
+const char *sim_resp_id(const struct sim_resp *r);
+
+/* ---- WebSocket sessions (sim/ws.c) ----------------------------------------- */
+
+/* 1 when <q> asks for one of our WebSocket APIs (an Upgrade on
+ * /v1/responses or /v1/realtime); other Upgrades stay the echo tunnel */
+int sim_ws_wanted(const struct sim_req *q);
+/* answer the handshake: 101 and a new session (owned by <c>), or a 400 with
+ * the reason and a close (NULL) */
+struct sim_ws *sim_ws_accept(struct sim_conn *c, const struct sim_req *q);
+/* client bytes after the 101 (all of <in> is taken) */
+void sim_ws_feed(struct sim_ws *s, struct evbuffer *in);
+/* a turn is running or waiting: the peer's close counts as aborted */
+int sim_ws_busy(const struct sim_ws *s);
+void sim_ws_free(struct sim_ws *s);
+/* from the turn (sim/resp.c): one text message, JSON */
+void sim_ws_send_text(struct sim_ws *s, const char *p, size_t n);
+/* the turn failed before its first event (sim.status): the API's error event */
+void sim_ws_turn_status(struct sim_ws *s, int status);
+/* the turn is over: SIM_END_KEEPALIVE = the session goes on, TRUNCATE or
+ * RESET end the connection; never frees the turn inside the caller */
+void sim_ws_turn_end(struct sim_ws *s, enum sim_end how);
+
 /* ---- dialects (sim/dialect.c) --------------------------------------------- */
 
 /* the generation state an emitter reads and updates */
@@ -177,10 +248,26 @@ struct sim_gen {
     int nblocks;                  /* blocks opened so far (anthropic index) */
     int seq;                      /* responses: sequence_number */
     int finished_inline;          /* the last token event carried the finish */
+    /* realtime */
+    struct sim_rt *rt;            /* the session (borrowed), NULL over HTTP */
+    int audio;                    /* audio output: transcript and audio deltas */
+    int beta;                     /* beta event names */
+    int au_done;                  /* answer tokens whose audio was sent */
+    int item_open;                /* 0 none, 1 open, 2 done */
 };
 
-/* queue one event (one write, one chunk when chunked) */
+/* a Realtime session's state its responses read (owned by sim/ws.c) */
+struct sim_rt {
+    uint64_t event_seq;           /* server event ids: event_<n> */
+    char conv_id[40];             /* conversation_id */
+    int beta;                     /* OpenAI-Beta: realtime=v1 at the handshake */
+};
+
+/* queue one event (one write, one chunk when chunked; over a WebSocket one
+ * text message) */
 void sim_resp_event(struct sim_resp *r, const char *p, size_t n);
+/* 1 when the response's events go to a WebSocket: no SSE framing */
+int sim_resp_ws(const struct sim_resp *r);
 
 /* how a route decides between streaming and one JSON body */
 enum sim_stream_rule {
@@ -213,11 +300,17 @@ struct sim_dialect {
     void (*error)(struct sim_gen *g);
     void (*terminal)(struct sim_gen *g);
     cJSON *(*whole)(struct sim_gen *g);   /* the non-streaming body */
+    /* WebSocket-only dialects (realtime): one audio delta of <ntok> answer
+     * tokens (a second track, see sim/resp.c), and response.cancel */
+    void (*audio)(struct sim_gen *g, int ntok);
+    void (*cancel)(struct sim_gen *g);
 };
 
 /* the dialect serving <path> (no query string), or NULL */
 const struct sim_dialect *sim_dialect_route(const char *path, size_t len,
                                             enum sim_stream_rule *rule);
+/* the dialect named <name> (WebSocket-only dialects have no routes) */
+const struct sim_dialect *sim_dialect_named(const char *name);
 /* "tok3 tok4 " / "think0 ": <n> words from index <from> appended to <b> */
 void sim_words(struct evbuffer *b, int reasoning, int from, int n);
 /* all words of a kind as a malloc'ed string */

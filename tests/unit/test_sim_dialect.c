@@ -17,6 +17,7 @@
 #include "sim/conn.c"
 #include "sim/resp.c"
 #include "sim/dialect.c"
+#include "sim/ws.c"
 
 struct sim_server sim_srv;
 
@@ -63,6 +64,12 @@ static void test_routes(void **state)
     assert_null(route("/v1beta/models/a/b:generateContent", &r));
     assert_null(route("/v1beta/models/g:countTokens", &r));
     assert_null(route("/", &r));
+    /* WebSocket-only: found by name, never by path */
+    assert_null(route("/v1/realtime", &r));
+    assert_non_null(sim_dialect_named("openai.realtime"));
+    assert_non_null(sim_dialect_named("openai.realtime")->audio);
+    assert_string_equal(sim_dialect_named("openai.responses")->name, "openai.responses");
+    assert_null(sim_dialect_named("nope"));
 }
 
 static int parse(const char *json, struct sim_opts *o, char *err, size_t elen)
