@@ -190,3 +190,121 @@ def test_client_drops_mid_turn_cancels_and_closes_upstream(t):
          "turn 2 cancelled")
     t.check(turns[1]["metadata"]["token_events"] < 40, "turn 2 ended early")
     t.eq(sess[0]["metadata"]["turns"], 2, "the session's turns")
+
+
+@harness.timeout(120)
+def test_responses_ws_sdk_through_tokentap_to_the_simulator(t):
+    """the same SDK client in front of tokentap-sim, compressed and not:
+    the simulator as the upstream gives the same turn records"""
+    sim = t.sim()
+    for deflate in (True, False):
+        what = "permessage-deflate" if deflate else "no compression"
+        px = harness.Proxy(t, sim.url)
+        r = nodepeer.run(t, "responses_ws.mjs",
+                         ["--base-url", f"http://127.0.0.1:{px.port}/v1", "--turns", "3",
+                          "--sim", json.dumps(SIM), *([] if deflate else ["--no-deflate"])])
+        t.eq([(x["status"], x["text"]) for x in r.turns], [("completed", TEXT)] * 3,
+             f"{what}: what the client got")
+        turns, sess = _turns_and_session(t, px, 3)
+        turns.sort(key=lambda x: x["metadata"]["turn"])
+        for rec, cl in zip(turns, r.turns):
+            w = f"{what}, turn {cl['turn']}"
+            _check_turn(t, rec, cl, "openai.responses", w)
+            _usage_eq(t, rec, cl["usage"], w)
+            t.eq(rec["metadata"]["token_events"], SIM["tokens"] + SIM["reasoning_tokens"],
+                 f"{w}: token events (reasoning included)")
+            t.eq(harness.metric(rec, "reasoning_token_count"), SIM["reasoning_tokens"],
+                 f"{w}: reasoning tokens")
+        px.stop()
+    t.eq(sim.stats()["ws_turns"], 6, "the simulator's turns")
+
+
+@harness.timeout(60)
+def test_frames_split_at_every_byte_both_ways(t):
+    """the client's response.create written one byte per write, the
+    server's frames split at every byte (sim split=byte), compressed with
+    context takeover: the turn is whole, and the client decodes every
+    message (the bytes passed unchanged)"""
+    from test_sim_ws import WS
+    sim = t.sim()
+    px = harness.Proxy(t, sim.url)
+    ws = WS(t, px.port, offer="permessage-deflate")
+    t.check(bool(ws.pmd), "permessage-deflate negotiated through tokentap")
+    o = dict(SIM, split="byte")
+    for turn in (1, 2):
+        data = json.dumps({"type": "response.create", "model": "m", "sim": o}).encode()
+        z = ws.deflater.compress(data) + ws.deflater.flush(zlib.Z_SYNC_FLUSH)
+        frame = ws.frame(0x1, z[:-4], rsv1=True)
+        ws.c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(len(frame)):
+            ws.c.sock.sendall(frame[i:i + 1])
+        evs = ws.until("response.completed")
+        text = "".join(e.get("delta", "") for e in evs if e["type"] == "response.output_text.delta")
+        t.eq(text, TEXT, f"turn {turn}: the client's text")
+        recs = px.records(turn)
+        rec = [r for r in recs if r["metadata"].get("turn") == turn]
+        t.eq(len(rec), 1, f"turn {turn} recorded")
+        rec = rec[0]
+        t.eq(rec["metadata"]["token_events"], SIM["tokens"] + SIM["reasoning_tokens"],
+             f"turn {turn}: token events")
+        t.eq(rec["metadata"]["usage"]["output_tokens"], SIM["tokens"] + SIM["reasoning_tokens"],
+             f"turn {turn}: output tokens")
+        t.eq(rec["metadata"]["response_id"], evs[-1]["response"]["id"], f"turn {turn}: response id")
+        t.check(harness.metric(rec, "time_to_first_token") >= SIM["ttft_ms"], f"turn {turn}: TTFT")
+    ws.close()
+    recs = px.records(3)
+    sess = [r for r in recs if "turns" in r["metadata"]]
+    t.eq((len(sess), sess[0]["metadata"]["turns"], sess[0]["error"]), (1, 2, None), "the session")
+
+
+@harness.timeout(60)
+def test_broken_frames_pass_and_stop_the_decoding(t):
+    """an unmasked client frame breaks RFC 6455: tokentap forwards it as it
+    came (the simulator answers close 1002), the turn in progress and the
+    session end with stream_parse_error"""
+    from test_sim_ws import WS
+    import struct
+    sim = t.sim()
+    px = harness.Proxy(t, sim.url, admin="auto")
+    ws = WS(t, px.port)
+    ws.send({"type": "response.create", "sim": {"tokens": 200, "ttft_ms": 5, "gap_ms": 20}})
+    ws.until("response.output_text.delta")
+    ws.c.send(b"\x81\x02{}")                      # a client frame without its mask
+    while True:
+        m = ws.recv()
+        t.check(m is not None, "no close frame from the upstream")
+        if m.op == 0x8:
+            break
+    t.eq(m.data[:2], struct.pack("!H", 1002), "the upstream got the bad frame and closed 1002")
+    recs = px.records(2)
+    turn = [r for r in recs if "turn" in r["metadata"]][0]
+    sess = [r for r in recs if "turns" in r["metadata"]][0]
+    t.eq(turn["error"]["kind"], "stream_parse_error", "the turn's error kind")
+    t.eq(sess["error"]["kind"], "stream_parse_error", "the session's error kind")
+    t.check("mask" in sess["metadata"]["decoding_stopped"],
+            f"the reason: {sess['metadata']['decoding_stopped']}")
+    m = harness.http(px.admin_port, "GET", "/metrics").body.decode()
+    t.check(any(ln.startswith("tokentap_errors_total{") and 'type="stream_parse_error"' in ln
+                and ln.endswith(" 2") for ln in m.splitlines()),
+            "stream_parse_error counted on /metrics: " +
+            str([ln for ln in m.splitlines() if "tokentap_errors_total{" in ln]))
+
+
+@harness.timeout(60)
+def test_message_over_max_event_bytes_is_counted_not_decoded(t):
+    """a client message larger than max_event_bytes once inflated is
+    forwarded, not decoded, and counted; the turn its answer belongs to is
+    still measured from the server's response.created"""
+    from test_sim_ws import WS
+    sim = t.sim()
+    px = harness.Proxy(t, sim.url, extra=["--max-event-bytes", "4k"])
+    ws = WS(t, px.port, offer="permessage-deflate")
+    ws.send({"type": "response.create", "input": "x" * 20000, "sim": {"tokens": 3, "ttft_ms": 5}})
+    evs = ws.until("response.completed")
+    t.eq(len([e for e in evs if e["type"] == "response.output_text.delta"]), 3, "the answer")
+    ws.close()
+    recs = px.records(2)
+    sess = [r for r in recs if "turns" in r["metadata"]][0]
+    turn = [r for r in recs if "turn" in r["metadata"]][0]
+    t.eq(sess["metadata"].get("messages_over_max_event_bytes"), 1, "the oversized message counted")
+    t.eq((turn["metadata"]["token_events"], turn["error"]), (3, None), "the turn, from response.created")
