@@ -82,7 +82,7 @@ struct tt_ws_reader {
 
     /* internal (proxy/ws.c) */
     unsigned        from_client:1;  /* frames must be masked */
-    unsigned        in_msg:1;       /* a fragmented message is open */
+    unsigned        in_msg:1;       /* a data message is open (first frame read) */
     unsigned        msg_comp:1;     /* the open message is compressed */
     unsigned        msg_over:1;
     unsigned        fin:1, rsv1:1, masked:1;
