@@ -195,11 +195,12 @@ def test_client_drops_mid_turn_cancels_and_closes_upstream(t):
 @harness.timeout(120)
 def test_responses_ws_sdk_through_tokentap_to_the_simulator(t):
     """the same SDK client in front of tokentap-sim, compressed and not:
-    the simulator as the upstream gives the same turn records"""
+    the simulator as the upstream gives the same turn records, judged
+    against the SLOs (TTFT over 1 ms: missed; at least 1 token/s per user: met)"""
     sim = t.sim()
     for deflate in (True, False):
         what = "permessage-deflate" if deflate else "no compression"
-        px = harness.Proxy(t, sim.url)
+        px = harness.Proxy(t, sim.url, extra=["--goodput", "ttft:1 output_token_throughput_per_user:1"])
         r = nodepeer.run(t, "responses_ws.mjs",
                          ["--base-url", f"http://127.0.0.1:{px.port}/v1", "--turns", "3",
                           "--sim", json.dumps(SIM), *([] if deflate else ["--no-deflate"])])
@@ -215,6 +216,9 @@ def test_responses_ws_sdk_through_tokentap_to_the_simulator(t):
                  f"{w}: token events (reasoning included)")
             t.eq(harness.metric(rec, "reasoning_token_count"), SIM["reasoning_tokens"],
                  f"{w}: reasoning tokens")
+            # judged against the SLOs like any streamed request
+            t.eq(rec["metadata"]["slo"], {"good": False, "violations": ["time_to_first_token"]},
+                 f"{w}: SLO verdict")
         px.stop()
     t.eq(sim.stats()["ws_turns"], 6, "the simulator's turns")
 
