@@ -31,7 +31,7 @@
  * upstream request is closed, so the server stops generating).
  *
  * Delivery (proxy/delivery.h): the leg marks the writes that end the first
- * token, the first output token and the response (tt_conn_mark); a
+ * token, the first output token and the response (sink_mark); a
  * finished request whose response the client has not yet acknowledged
  * waits in c->acking (acking_done() records it); watch_cb() sees the
  * stamps, and a departed client's FIN or reset where the bufferevent is not
@@ -136,9 +136,17 @@ static void forward_body(struct tt_conn *c, struct evbuffer *in, size_t n);
 static void request_complete(struct tt_conn *c);
 static void acking_done(struct tt_conn *c);
 static int may_still_send(struct tt_conn *c);
+static void sink_flush(void *arg);
+static const struct tt_leg_sink client_sink;
 
 #define CFG(c) ((c)->w->cfg)
 #define RS(c) ((c)->pri.st)
+
+/* a tunnel moved bytes: its idle deadline starts again */
+static void tunnel_activity(struct tt_conn *c)
+{
+    tt_timer_set(c->ctimer, CFG(c)->upstream_idle_ms);
+}
 
 /* ------------------------------------------------------------------ */
 /* llhttp callbacks (request)                                          */
@@ -249,12 +257,7 @@ static void settings_init(void)
 }
 
 /* ------------------------------------------------------------------ */
-/* the response's way to the client (called by the primary leg)        */
-
-struct evbuffer *tt_conn_stage(struct tt_conn *c)
-{
-    return c->stage;
-}
+/* the response's way to the client: the primary leg's sink (leg.h)    */
 
 /*
  * Hand what is staged to the client.  On a plain socket with nothing
@@ -263,7 +266,7 @@ struct evbuffer *tt_conn_stage(struct tt_conn *c)
  * common case for a stream).  What the socket does not take, and anything
  * on a TLS connection, goes to the bufferevent's output as usual.
  */
-/* the write that ended the marks of tt_conn_mark() is done: they get the
+/* the write that ended the marks of sink_mark() is done: they get the
  * socket's byte count (bytes still held here go out in order) */
 static void marks_written(struct tt_conn *c)
 {
@@ -293,8 +296,9 @@ static void write_marked(struct tt_conn *c, struct evbuffer *b)
         evbuffer_drain(b, (size_t)w);
 }
 
-void tt_conn_flush(struct tt_conn *c)
+static void sink_flush(void *arg)
 {
+    struct tt_conn *c = arg;
     struct evbuffer *out = bufferevent_get_output(c->cbev);
     size_t n = evbuffer_get_length(c->stage);
 
@@ -320,13 +324,10 @@ void tt_conn_flush(struct tt_conn *c)
         marks_written(c);
 }
 
-int tt_conn_delivery_on(const struct tt_conn *c)
+static void sink_mark(void *arg, unsigned marks)
 {
-    return tt_delivery_on(&c->dl);
-}
+    struct tt_conn *c = arg;
 
-void tt_conn_mark(struct tt_conn *c, unsigned marks)
-{
     if (marks == 0 || tt_delivery_prepare(&c->dl) != 0)
         return;
     /* a plain socket's write asks for the stamp itself (write_marked) */
@@ -335,8 +336,9 @@ void tt_conn_mark(struct tt_conn *c, unsigned marks)
     c->marking |= marks;
 }
 
-int tt_conn_room(struct tt_conn *c)
+static int sink_room(void *arg)
 {
+    struct tt_conn *c = arg;
     size_t out;
 
     if (evbuffer_get_length(c->stage) != 0 || c->dl.unmapped)
@@ -347,8 +349,9 @@ int tt_conn_room(struct tt_conn *c)
     return out != 0;
 }
 
-int tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room)
+static int sink_body(void *arg, const char *buf, size_t n, int room)
 {
+    struct tt_conn *c = arg;
     ssize_t w;
 
     if (!c->plain_client || room != 0)
@@ -383,8 +386,10 @@ int tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room)
  * link: the next read waits for that write (one loop pass, a few times a
  * request).
  */
-int tt_conn_full(struct tt_conn *c)
+static int sink_full(void *arg)
 {
+    struct tt_conn *c = arg;
+
     return c->dl.unmapped ||
            evbuffer_get_length(bufferevent_get_output(c->cbev)) >= CFG(c)->buffer_bytes;
 }
@@ -452,7 +457,7 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
     tt_record_redact_path(c->req.path[0] ? c->req.path : "-", path, sizeof(path));
     tt_log_info("request %s %.256s: %d %s: %s", c->req.method[0] ? c->req.method : "-",
                 path, status, type, msg);
-    tt_leg_close(&c->pri);
+    tt_leg_cut(&c->pri);
     if (c->active) {
         /* a request cut off inside its head: keep what is known of it */
         if (c->req.path[0] == '\0' && c->rqh.tlen > 0 && c->rqh.buf != NULL)
@@ -470,7 +475,6 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
                           msg, 1);
         c->resp_started = 1;
     }
-    RS(c) = LEG_DONE;
     if (c->active)
         request_finish(c);
     if (c->w != NULL)
@@ -496,16 +500,19 @@ static void inspect_unread(struct tt_conn *c)
                        NULL, NULL);
 }
 
-void tt_conn_leg_failed(struct tt_conn *c, int status, const char *type,
-                        const char *msg)
+static void sink_fail(void *arg, int status, const char *type, const char *msg)
 {
+    struct tt_conn *c = arg;
+
     c->now = c->pri.now;
     inspect_unread(c);
     fail_request(c, status, type, msg);
 }
 
-void tt_conn_no_keepalive(struct tt_conn *c)
+static void sink_close_delimited(void *arg)
 {
+    struct tt_conn *c = arg;
+
     c->keepalive = 0;
 }
 
@@ -575,24 +582,18 @@ static void request_begin(struct tt_conn *c)
     c->req.upstream_name = "primary";
     generate_request_id(c);
     tt_head_clear(&c->rqh);
-    tt_head_clear(&c->pri.rsh);
     llhttp_init(&c->rqp, HTTP_REQUEST, &rq_settings);
     c->rqp.data = c;
     c->head_bytes = 0;
     c->body_bytes = 0;
     c->rq_head_done = c->rq_msg_done = 0;
-    c->pri.head_done = c->pri.msg_done = c->pri.interim = 0;
-    c->pri.sent_all = 0;
-    c->pri.dechunk = 0;
-    c->pri.is_head = 0;
-    tt_usagewire_free(&c->pri.inj);
+    tt_leg_reset(&c->pri);
     if (c->held != NULL)
         evbuffer_drain(c->held, evbuffer_get_length(c->held));
     c->resp_started = 0;
     c->body_too_big = 0;
     c->active = 1;
     c->rq = RQ_HEAD;
-    RS(c) = LEG_IDLE;
     tt_worker_request_start(c->w);
     tt_timer_set(c->ctimer, CFG(c)->head_timeout_ms);
 }
@@ -634,6 +635,9 @@ static void start_shadows(struct tt_conn *c, const char *method, int upgrade,
 {
     struct tt_server *srv = c->w->srv;
     struct tt_pair *pair = NULL;
+    const char *add_id = CFG(c)->add_request_id &&
+                         tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
+                         ? c->req.request_id : NULL;
     unsigned i, n = 0;
     int take[TT_MAX_TARGETS] = { 0 };
 
@@ -652,32 +656,16 @@ static void start_shadows(struct tt_conn *c, const char *method, int upgrade,
     pair = tt_pair_new(c->w->srv->pairs, n + 1);
     c->req.pair = pair;
     for (i = 1; i < srv->ntargets; i++) {
-        struct tt_target *t = &srv->targets[i];
         struct tt_leg *l;
-        int full;
 
         if (!take[i])
             continue;
-        l = tt_leg_new_shadow(c, c->w, t, &c->req, c->nreq);
+        l = tt_leg_new_shadow(&c->shadows, c->w, &srv->targets[i], &c->req, c->nreq, pair);
         if (l == NULL) {
             tt_pair_leg_gone(pair, i);
             continue;
         }
-        l->own.pair = pair;
-        l->cnext = c->shadows;
-        if (c->shadows)
-            c->shadows->cprev = l;
-        c->shadows = l;
-        full = atomic_fetch_add(&t->inflight, 1) >= t->sh->max_inflight || c->w->draining;
-        l->counted = 1;
-        if (full || tt_leg_head(l, &c->rqh, method, 0,
-                                CFG(c)->add_request_id &&
-                                tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
-                                ? c->req.request_id : NULL, body_len) < 0) {
-            tt_leg_drop(l, c->w->draining ? TT_DROP_DRAINING : TT_DROP_MAX_INFLIGHT);
-            continue;
-        }
-        tt_leg_start(l);            /* a failure there is the shadow's own */
+        tt_leg_shadow_start(l, &c->rqh, method, add_id, body_len, c->w->draining);
     }
 }
 
@@ -693,8 +681,7 @@ static int request_send(struct tt_conn *c, long long body_len)
     const char *method = llhttp_method_name(llhttp_get_method(&c->rqp));
     int upgrade = llhttp_get_upgrade(&c->rqp) && !c->no_upgrade;
 
-    /* the head the primary gets */
-    evbuffer_drain(c->pri.out, evbuffer_get_length(c->pri.out));
+    /* the head the primary gets (its output was emptied by tt_leg_reset) */
     if (tt_leg_head(&c->pri, &c->rqh, method, upgrade,
                     cfg->add_request_id && tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
                     ? c->req.request_id : NULL, body_len) < 0) {
@@ -909,7 +896,7 @@ again:
         case RQ_BODY: {
             struct evbuffer *uout = tt_leg_output(&c->pri);
             if (evbuffer_get_length(uout) >= CFG(c)->buffer_bytes)
-                goto out;           /* resumed by tt_conn_upstream_drained() */
+                goto out;           /* resumed by sink_drained() */
             n = tt_parse_buf(&c->rqp, in, 0, avail, &e, NULL, NULL);
             if (c->rq == RQ_HOLD) {
                 evbuffer_remove_buffer(in, c->held, n);
@@ -946,7 +933,7 @@ again:
                 if (c->ws != NULL)
                     tt_ws_sess_feed(c->ws, 1, in, avail, c->now);
                 evbuffer_add_buffer(tt_leg_output(&c->pri), in);
-                tt_conn_tunnel_activity(c);
+                tunnel_activity(c);
             }
             goto out;
         }
@@ -982,16 +969,17 @@ static void ws_turn_done(void *arg, struct tt_request *turn)
 
 static const struct tt_ws_sess_ops ws_ops = { ws_turn_begin, ws_turn_done };
 
-int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
-                          int status, int chunked)
+static int sink_head(void *arg, const struct tt_head *rsh, int status, int chunked,
+                     int is_head, struct tt_usagewire_out **inj)
 {
+    struct tt_conn *c = arg;
     struct evbuffer *out = c->stage;
+    int dechunk = c->http10 && chunked && !is_head;
 
-    c->pri.dechunk = c->http10 && chunked && !c->pri.is_head;
-    if (c->req.usage_injected && !c->pri.is_head &&
-        (c->pri.inj = tt_usagewire_response(status, rsh, out, !c->http10,
-                                            &c->req.bytes_out)) != NULL)
-        c->pri.dechunk = 0;         /* the filter frames the body itself */
+    if (c->req.usage_injected && !is_head &&
+        (*inj = tt_usagewire_response(status, rsh, out, !c->http10,
+                                      &c->req.bytes_out)) != NULL)
+        dechunk = 0;                /* the filter frames the body itself */
     if (c->http10 || c->w->draining || c->client_eof ||
         (c->rq != RQ_DONE && status != 101))
         c->keepalive = 0;
@@ -1001,10 +989,10 @@ int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
     evbuffer_add(out, " ", 1);
     evbuffer_add(out, rsh->buf + rsh->target, rsh->tlen);
     evbuffer_add(out, "\r\n", 2);
-    if (c->pri.inj != NULL)
-        tt_usagewire_head(c->pri.inj, rsh);
+    if (*inj != NULL)
+        tt_usagewire_head(*inj, rsh);
     else
-        tt_head_copy_fields(rsh, out, TT_HEAD_RESPONSE, status == 101, c->pri.dechunk);
+        tt_head_copy_fields(rsh, out, TT_HEAD_RESPONSE, status == 101, dechunk);
     if (status == 101)
         tt_add_str(out, "Connection: upgrade\r\n");
     else if (!c->keepalive)
@@ -1018,13 +1006,15 @@ int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
         if (api != TT_API_OTHER)
             c->ws = tt_ws_sess_new(&c->req, api, rsh, CFG(c)->max_event_bytes,
                                    (enum tt_think_mode)CFG(c)->think_tags, &ws_ops, c);
-        tt_conn_tunnel_activity(c);
+        tunnel_activity(c);
     }
-    return 0;
+    return (dechunk ? TT_SINK_DECHUNK : 0) | (tt_delivery_on(&c->dl) ? TT_SINK_MARKS : 0);
 }
 
-void tt_conn_response_done(struct tt_conn *c)
+static void sink_end(void *arg)
 {
+    struct tt_conn *c = arg;
+
     c->now = c->pri.now;
     if (c->rq != RQ_DONE) {
         /* the upstream answered before the request body ended: the rest
@@ -1040,8 +1030,10 @@ void tt_conn_response_done(struct tt_conn *c)
     /* else client_write() finishes it once the last byte is handed over */
 }
 
-void tt_conn_upstream_ready(struct tt_conn *c)
+static void sink_ready(void *arg)
 {
+    struct tt_conn *c = arg;
+
     c->now = c->pri.now;
     if (c->rq == RQ_DONE)
         return;                     /* sent whole before (RQ_HOLD, a retry) */
@@ -1051,32 +1043,32 @@ void tt_conn_upstream_ready(struct tt_conn *c)
         client_process(c);
 }
 
-void tt_conn_upstream_drained(struct tt_conn *c)
+static void sink_drained(void *arg)
 {
+    struct tt_conn *c = arg;
+
     c->now = c->pri.now;
     if (c->rq == RQ_BODY || c->rq == RQ_TUNNEL)
         client_process(c);
 }
 
-void tt_conn_tunnel_activity(struct tt_conn *c)
+static void sink_tunnel(void *arg, struct evbuffer *in)
 {
-    tt_timer_set(c->ctimer, CFG(c)->upstream_idle_ms);
-}
-
-void tt_conn_tunnel_out(struct tt_conn *c, struct evbuffer *in)
-{
+    struct tt_conn *c = arg;
     size_t n = evbuffer_get_length(in);
 
     c->req.bytes_out += n;
     if (c->ws != NULL)
         tt_ws_sess_feed(c->ws, 0, in, n, c->pri.now);
     evbuffer_add_buffer(c->stage, in);
-    tt_conn_flush(c);
-    tt_conn_tunnel_activity(c);
+    sink_flush(c);
+    tunnel_activity(c);
 }
 
-void tt_conn_tunnel_closed(struct tt_conn *c)
+static void sink_tunnel_closed(void *arg)
 {
+    struct tt_conn *c = arg;
+
     c->now = c->pri.now;
     if (c->ws != NULL)
         tt_ws_sess_end(c->ws, 0, c->now);
@@ -1084,16 +1076,13 @@ void tt_conn_tunnel_closed(struct tt_conn *c)
     close_after_flush(c);
 }
 
-void tt_conn_shadow_unlink(struct tt_conn *c, struct tt_leg *l)
-{
-    if (l->cprev)
-        l->cprev->cnext = l->cnext;
-    else
-        c->shadows = l->cnext;
-    if (l->cnext)
-        l->cnext->cprev = l->cprev;
-    l->cnext = l->cprev = NULL;
-}
+static const struct tt_leg_sink client_sink = {
+    .head = sink_head, .room = sink_room, .body = sink_body, .full = sink_full,
+    .flush = sink_flush, .mark = sink_mark, .end = sink_end, .fail = sink_fail,
+    .ready = sink_ready, .drained = sink_drained,
+    .close_delimited = sink_close_delimited,
+    .tunnel = sink_tunnel, .tunnel_closed = sink_tunnel_closed,
+};
 
 /* ------------------------------------------------------------------ */
 /* finishing                                                           */
@@ -1114,8 +1103,7 @@ static int request_end(struct tt_conn *c, int may_wait)
     if (r->ts[TT_TS_DELIVERED] == 0 && !r->cancelled && c->resp_started &&
         evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
         r->ts[TT_TS_DELIVERED] = c->now;
-    if (c->pri.stream != NULL && r->ts[TT_TS_RESPONSE_COMPLETE] == 0)
-        tt_stream_end(c->pri.stream, 0, c->now);
+    tt_leg_stream_done(&c->pri, c->now);
     if (r->err_type == NULL && r->status >= 400)
         tt_request_set_error(r, r->status, "upstream_status",
                              "upstream answered with an error status");
@@ -1127,10 +1115,6 @@ static int request_end(struct tt_conn *c, int may_wait)
     /* no response told whether it streams: the request did */
     if (r->ts[TT_TS_RESPONSE_HEADERS] == 0 && r->stream == 1)
         r->s.streaming = 1;
-    if (c->pri.stream != NULL) {
-        tt_stream_free(c->pri.stream);
-        c->pri.stream = NULL;
-    }
     c->nreq++;
     if (r->ended == 0)
         r->ended = c->now;
@@ -1190,14 +1174,9 @@ static void next_request(struct tt_conn *c)
         return;
     }
     c->rq = RQ_IDLE;
-    RS(c) = LEG_IDLE;
-    /* an idle keep-alive connection keeps no head buffers (about 7 KiB);
-     * 10,000 idle clients are common, a re-allocation per request cheap */
+    /* an idle keep-alive connection keeps no head buffers (about 7 KiB) */
     tt_head_free(&c->rqh);
-    tt_head_free(&c->pri.rsh);
-    free(c->pri.side);
-    c->pri.side = NULL;
-    c->pri.side_cap = 0;
+    tt_leg_idle(&c->pri);
     tt_request_reset(&c->req);
     tt_timer_set(c->ctimer, CFG(c)->client_idle_ms);
     client_process(c);
@@ -1493,7 +1472,8 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
     tt_request_init(&c->req);
     tt_access_peer(sa, salen, c->req.client, sizeof(c->req.client));
     if (c->cbev == NULL || c->ctimer == NULL || c->stage == NULL ||
-        tt_leg_init(&c->pri, w, &w->srv->targets[0], c, &c->req) < 0) {
+        tt_leg_init(&c->pri, w, &w->srv->targets[0], &client_sink, c, c->stage,
+                    &c->req) < 0) {
         if (c->cbev)
             bufferevent_free(c->cbev);
         else

@@ -14,7 +14,6 @@
 #include "metrics/delay.h"
 #include "proxy/config.h"
 #include "proxy/target.h"
-#include "proxy/upstream.h"
 #include "proxy/url.h"
 
 struct event_base;
@@ -27,6 +26,12 @@ struct tt_request;
 struct tt_server;
 struct tt_listen_guard;
 struct tt_linger;
+
+/* the idle connections of one target on one worker (LIFO, proxy/upstream.c) */
+struct tt_pool {
+    struct tt_upconn *idle;
+    unsigned          nidle;
+};
 
 /* event priorities of a worker's loop: shadows below everything else */
 #define TT_PRIO_COUNT  3
