@@ -68,7 +68,6 @@
 #include "proxy/leg.h"
 #include "proxy/linger.h"
 #include "proxy/log.h"
-#include "proxy/server.h"
 #include "proxy/stream.h"
 #include "proxy/trace.h"
 #include "proxy/usagewire.h"
@@ -633,7 +632,7 @@ static const char *dry_run(struct tt_conn *c, struct evbuffer *in)
 static void start_shadows(struct tt_conn *c, const char *method, int upgrade,
                           long long body_len)
 {
-    struct tt_server *srv = c->w->srv;
+    struct tt_worker *w = c->w;
     struct tt_pair *pair = NULL;
     const char *add_id = CFG(c)->add_request_id &&
                          tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
@@ -641,10 +640,10 @@ static void start_shadows(struct tt_conn *c, const char *method, int upgrade,
     unsigned i, n = 0;
     int take[TT_MAX_TARGETS] = { 0 };
 
-    if (upgrade || srv->ntargets < 2 || c->req.api == TT_API_OTHER)
+    if (upgrade || w->ntargets < 2 || c->req.api == TT_API_OTHER)
         return;
-    for (i = 1; i < srv->ntargets; i++) {
-        const struct tt_target *t = &srv->targets[i];
+    for (i = 1; i < w->ntargets; i++) {
+        const struct tt_target *t = &w->targets[i];
         size_t klen = 0;
         const char *key = t->sh->sample_key[0]
                         ? tt_head_get(&c->rqh, t->sh->sample_key, &klen) : NULL;
@@ -653,14 +652,14 @@ static void start_shadows(struct tt_conn *c, const char *method, int upgrade,
     }
     if (n == 0)
         return;
-    pair = tt_pair_new(c->w->srv->pairs, n + 1);
+    pair = tt_pair_new(w->pairs, n + 1);
     c->req.pair = pair;
-    for (i = 1; i < srv->ntargets; i++) {
+    for (i = 1; i < w->ntargets; i++) {
         struct tt_leg *l;
 
         if (!take[i])
             continue;
-        l = tt_leg_new_shadow(&c->shadows, c->w, &srv->targets[i], &c->req, c->nreq, pair);
+        l = tt_leg_new_shadow(&c->shadows, c->w, &w->targets[i], &c->req, c->nreq, pair);
         if (l == NULL) {
             tt_pair_leg_gone(pair, i);
             continue;
@@ -1472,7 +1471,7 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
     tt_request_init(&c->req);
     tt_access_peer(sa, salen, c->req.client, sizeof(c->req.client));
     if (c->cbev == NULL || c->ctimer == NULL || c->stage == NULL ||
-        tt_leg_init(&c->pri, w, &w->srv->targets[0], &client_sink, c, c->stage,
+        tt_leg_init(&c->pri, w, &w->targets[0], &client_sink, c, c->stage,
                     &c->req) < 0) {
         if (c->cbev)
             bufferevent_free(c->cbev);
