@@ -3,19 +3,25 @@
  *
  * Each connection runs the request state machine here; the response side
  * of each request runs in its legs (proxy/leg.c): the primary leg, whose
- * response the client gets, and any shadow legs the request is mirrored
- * to.  A response may start before its request body has finished.
+ * response comes back through this file's sink (client_sink: the head,
+ * the body with backpressure, delivery marks, the end, a failure, the
+ * tunnel), and any shadow legs the request is mirrored to.  A response
+ * may start before its request body has finished.
  *
  *   request (rq): IDLE -> HEAD -> WAIT_UP -> BODY -> DONE -> IDLE ...
  *                             \              \-> TUNNEL (101 Switching Protocols)
  *                              \-> HOLD -> WAIT_UP ...  (--inject-usage: the body
  *                                  is held, then head and body go out at once)
  *
+ * conn_set_state() is the one writer of the state (what holds in each:
+ * enum rq_state); the client's side of the socket is c->peer (open,
+ * half-closed, gone), and conn_closing() starts the close.
+ *
  * Bytes are never copied into our own buffers on the primary path: head
  * bytes are parsed and drained (the head is rewritten), body bytes are
  * parsed in place (llhttp over evbuffer_peek() iovecs) and then moved with
  * evbuffer_remove_buffer().  Shadow legs get a copy of each run of body
- * bytes just before the primary's move (tt_leg_tee), bounded per shadow:
+ * bytes just before the primary's move (tt_leg_send), bounded per shadow:
  * the primary never waits for a shadow.
  *
  * Backpressure: a side's input is only moved while the other side's output
@@ -75,7 +81,44 @@
 #include "proxy/worker.h"
 #include "tls/tls.h"
 
-enum rq_state { RQ_IDLE, RQ_HEAD, RQ_HOLD, RQ_WAIT_UP, RQ_BODY, RQ_DONE, RQ_TUNNEL };
+/*
+ * The request side's state (c->rq); conn_set_state() is its one writer.
+ * The response side's is the primary leg's (leg.h); RS(c) reads it.
+ */
+enum rq_state {
+    RQ_IDLE,        /* between requests: !active, nothing buffered for a request;
+                     * ctimer = client_idle_timeout (head_timeout until a TLS
+                     * handshake is done) */
+    RQ_HEAD,        /* active: the head is being read into rqh (nothing sent
+                     * upstream); ctimer = head_timeout */
+    RQ_HOLD,        /* --inject-usage: the head waits, the body gathers in held
+                     * (up to the inspector's cap); ctimer = body_idle_timeout */
+    RQ_WAIT_UP,     /* the head is in the primary leg's output, waiting for its
+                     * upstream connection; body bytes wait in the client's input */
+    RQ_BODY,        /* body bytes move to the legs as the primary's output takes
+                     * them; ctimer = body_idle_timeout while the client owes bytes */
+    RQ_DONE,        /* the whole request was read (or the upstream answered first
+                     * and the rest is not read); ctimer off; the response runs */
+    RQ_TUNNEL       /* 101: bytes both ways, ctimer = upstream_idle_timeout */
+};
+
+static const char *const rq_state_names[] = {
+    [RQ_IDLE] = "idle", [RQ_HEAD] = "head", [RQ_HOLD] = "hold",
+    [RQ_WAIT_UP] = "wait_up", [RQ_BODY] = "body", [RQ_DONE] = "done",
+    [RQ_TUNNEL] = "tunnel",
+};
+
+/*
+ * The client's side of the socket (c->peer): it only moves forward.
+ * A half-closed client still gets its response; a gone one is cancelled
+ * (conn_cancel) at once.
+ */
+enum peer_state {
+    PEER_OPEN,
+    PEER_EOF,       /* half-closed after its request: reading stopped, the
+                     * watch (delivery.h) sees a departure */
+    PEER_GONE       /* closed, reset or stopped reading (send_timeout) */
+};
 
 struct tt_conn {
     struct tt_worker   *w;          /* borrowed */
@@ -88,7 +131,7 @@ struct tt_conn {
                                      * made on the first hold, else NULL */
     llhttp_t            rqp;
     struct tt_head      rqh;
-    enum rq_state       rq;
+    enum rq_state       rq;         /* written by conn_set_state() only */
     struct tt_request   req;        /* the primary's record */
     struct tt_leg       pri;        /* the primary leg; its req is &req */
     struct tt_leg      *shadows;    /* shadow legs of this connection (cnext) */
@@ -118,8 +161,7 @@ struct tt_conn {
     unsigned insp_on:1;
     unsigned in_process:1;      /* inside client_process() */
     unsigned plain_client:1;    /* client on a plain socket: direct writes */
-    unsigned client_eof:1;      /* the client half-closed after its request */
-    unsigned client_gone:1;     /* the client closed, reset or stopped reading */
+    enum peer_state     peer;
     unsigned no_upgrade:1;      /* Upgrade: h2c, dropped: a plain HTTP/1.1 request */
 };
 
@@ -402,13 +444,28 @@ static void copy_field(char *dst, size_t cap, const char *src, size_t len)
     dst[len] = '\0';
 }
 
-/* close the client once what is queued for it has been written */
-static void close_after_flush(struct tt_conn *c)
+/* the one lifecycle function of the request side (invariants: rq_state) */
+static void conn_set_state(struct tt_conn *c, enum rq_state st, const char *why)
+{
+    tt_log_debug("client request %s: %s -> %s (%s)", c->req.request_id[0] ?
+                 c->req.request_id : "-", rq_state_names[c->rq], rq_state_names[st], why);
+    c->rq = st;
+}
+
+/* the connection closes once the client output is written (and a record
+ * waiting for its acknowledgement is out): nothing more is read */
+static void conn_closing(struct tt_conn *c)
 {
     c->closing = 1;
     c->keepalive = 0;
     bufferevent_disable(c->cbev, EV_READ);
     evtimer_del(c->ctimer);
+}
+
+/* close the client once what is queued for it has been written */
+static void close_after_flush(struct tt_conn *c)
+{
+    conn_closing(c);
     if (evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
         conn_free(c);
 }
@@ -592,7 +649,7 @@ static void request_begin(struct tt_conn *c)
     c->resp_started = 0;
     c->body_too_big = 0;
     c->active = 1;
-    c->rq = RQ_HEAD;
+    conn_set_state(c, RQ_HEAD, "first request byte");
     tt_worker_request_start(c->w);
     tt_timer_set(c->ctimer, CFG(c)->head_timeout_ms);
 }
@@ -692,7 +749,7 @@ static int request_send(struct tt_conn *c, long long body_len)
     /* everything needed from the head is copied out: its ~4 KiB of
      * buffers go back now rather than live as long as the stream */
     tt_head_free(&c->rqh);
-    c->rq = RQ_WAIT_UP;
+    conn_set_state(c, RQ_WAIT_UP, "request head sent");
     /* on failure the request was answered and c->closing is set */
     return tt_leg_start(&c->pri) < 0 ? -1 : 0;
 }
@@ -767,7 +824,7 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
                           ((c->rqp.flags & F_CONTENT_LENGTH) && c->rqp.content_length > 0)) &&
         (c->held != NULL || (c->held = evbuffer_new()) != NULL)) {
         /* the buffer exists only on connections that ever hold a body */
-        c->rq = RQ_HOLD;            /* hold_release() sends it */
+        conn_set_state(c, RQ_HOLD, "--inject-usage holds the body");  /* hold_release() */
         llhttp_resume(&c->rqp);
         tt_timer_set(c->ctimer, cfg->body_idle_ms);
         return 0;
@@ -803,7 +860,7 @@ static void request_complete(struct tt_conn *c)
 {
     struct tt_leg *l, *next;
 
-    c->rq = RQ_DONE;
+    conn_set_state(c, RQ_DONE, "request complete");
     evtimer_del(c->ctimer);
     /* the last request byte arrived with the latest client read, even when
      * it waited in the buffer for the upstream connection */
@@ -912,7 +969,7 @@ again:
                 continue;
             }
             if (e == HPE_OK) {
-                if (c->client_eof && evbuffer_get_length(in) == 0) {
+                if (c->peer == PEER_EOF && evbuffer_get_length(in) == 0) {
                     conn_cancel(c, "client closed the connection mid-request");
                     return;
                 }
@@ -979,7 +1036,7 @@ static int sink_head(void *arg, const struct tt_head *rsh, int status, int chunk
         (*inj = tt_usagewire_response(status, rsh, out, !c->http10,
                                       &c->req.bytes_out)) != NULL)
         dechunk = 0;                /* the filter frames the body itself */
-    if (c->http10 || c->w->draining || c->client_eof ||
+    if (c->http10 || c->w->draining || c->peer != PEER_OPEN ||
         (c->rq != RQ_DONE && status != 101))
         c->keepalive = 0;
 
@@ -1000,7 +1057,7 @@ static int sink_head(void *arg, const struct tt_head *rsh, int status, int chunk
     c->resp_started = 1;
     if (status == 101) {
         enum tt_api api = tt_ws_session_api(c->req.api, rsh);
-        c->rq = RQ_TUNNEL;
+        conn_set_state(c, RQ_TUNNEL, "101 Switching Protocols");
         c->keepalive = 0;
         if (api != TT_API_OTHER)
             c->ws = tt_ws_sess_new(&c->req, api, rsh, CFG(c)->max_event_bytes,
@@ -1019,7 +1076,7 @@ static void sink_end(void *arg)
         /* the upstream answered before the request body ended: the rest
          * of the body goes nowhere and the connection closes after this */
         c->keepalive = 0;
-        c->rq = RQ_DONE;
+        conn_set_state(c, RQ_DONE, "answered before the request ended");
         evtimer_del(c->ctimer);
         bufferevent_disable(c->cbev, EV_READ);
         shadows_release(c, 0, SH_CANCEL, "primary answered before the request ended");
@@ -1036,7 +1093,7 @@ static void sink_ready(void *arg)
     c->now = c->pri.now;
     if (c->rq == RQ_DONE)
         return;                     /* sent whole before (RQ_HOLD, a retry) */
-    c->rq = RQ_BODY;
+    conn_set_state(c, RQ_BODY, "upstream ready");
     llhttp_resume(&c->rqp);
     if (!c->in_process)
         client_process(c);
@@ -1160,19 +1217,15 @@ static void next_request(struct tt_conn *c)
      * answer): its record does not wait for an acknowledgement */
     int waits = request_end(c, !may_still_send(c));
 
-    if (!c->keepalive || c->w->draining || c->client_eof) {
+    if (!c->keepalive || c->w->draining || c->peer != PEER_OPEN) {
         if (waits) {
-            /* closed once the acknowledgement is in (acking_done) */
-            c->closing = 1;
-            c->keepalive = 0;
-            bufferevent_disable(c->cbev, EV_READ);
-            evtimer_del(c->ctimer);
+            conn_closing(c);        /* closed once the acknowledgement is in (watch_cb) */
             return;
         }
         close_after_flush(c);
         return;
     }
-    c->rq = RQ_IDLE;
+    conn_set_state(c, RQ_IDLE, "response delivered, keep-alive");
     /* an idle keep-alive connection keeps no head buffers (about 7 KiB) */
     tt_head_free(&c->rqh);
     tt_leg_idle(&c->pri);
@@ -1210,7 +1263,7 @@ static void conn_cancel(struct tt_conn *c, const char *why)
  */
 static int may_still_send(struct tt_conn *c)
 {
-    if (c->client_eof || c->client_gone)
+    if (c->peer != PEER_OPEN)
         return 0;
     if (evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0)
         return 1;
@@ -1359,9 +1412,9 @@ static void watch_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (!(what & (EV_READ | EV_CLOSED)) || c->closing)
         return;
-    if ((c->client_eof && tt_delivery_peer_gone(&c->dl)) ||
-        ((what & EV_CLOSED) && !c->client_eof && streaming_to(c))) {
-        c->client_gone = 1;
+    if ((c->peer == PEER_EOF && tt_delivery_peer_gone(&c->dl)) ||
+        ((what & EV_CLOSED) && c->peer == PEER_OPEN && streaming_to(c))) {
+        c->peer = PEER_GONE;
         conn_cancel(c, "client closed the connection");
     }
 }
@@ -1380,7 +1433,7 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
     c->now = tt_now_mono();
     if (what & BEV_EVENT_TIMEOUT) {
         /* send_timeout: the client stopped taking the response */
-        c->client_gone = 1;
+        c->peer = PEER_GONE;
         conn_cancel(c, "client stopped reading (send_timeout)");
         return;
     }
@@ -1393,14 +1446,14 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
          * buffered): it still gets its response; a client that is really
          * gone fails the next write, and a body that ends short is
          * cancelled in client_process() */
-        c->client_eof = 1;
+        c->peer = PEER_EOF;
         c->keepalive = 0;
         bufferevent_disable(c->cbev, EV_READ);
         /* a client that did leave resets at the next bytes: seen at once */
         (void)tt_delivery_watch(&c->dl);
         return;
     }
-    c->client_gone = 1;
+    c->peer = PEER_GONE;
     if (what & BEV_EVENT_ERROR)
         tt_log_debug("client connection error: %s",
                      evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
@@ -1506,7 +1559,7 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
         w->conns->prev = c;
     w->conns = c;
     w->nconns++;
-    c->rq = RQ_IDLE;
+    c->rq = RQ_IDLE;                /* the first state (calloc's zero) */
     /* a TLS handshake must finish within the head deadline: a client that
      * sends a partial or bogus record is cut then, not after client_idle */
     tt_timer_set(c->ctimer, c->plain_client ? cfg->client_idle_ms : cfg->head_timeout_ms);

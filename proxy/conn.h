@@ -1,13 +1,15 @@
 /*
- * Client connections: the request and response state machines of one
- * client connection and the upstream connection it is using.
+ * Client connections: the request state machine of one client connection,
+ * and the sink its primary leg's response goes to (proxy/leg.h).
  *
- *   client --bytes--> [cbev in] --llhttp(request)--> head rewritten --+
- *                                   body bytes moved raw -------------+--> [ubev out] --> upstream
- *   client <--[cbev out]-- head rewritten <--llhttp(response)-- [ubev in] <-- upstream
- *                    ^--- body bytes moved raw; de-chunked copy --> tt_stream (side read)
+ *   client --bytes--> [cbev in] --llhttp(request)--> head rewritten --+--> primary leg --> upstream
+ *                                   body bytes moved raw -------------+--> shadow legs (copies)
+ *   client <--[cbev out]-- stage <--sink-- primary leg (response parsed, decoded: leg.c)
  *
- * Owned by the worker's connection list; frees itself on close.
+ * Above the legs (it calls them, they call it only through the sink) and
+ * below proxy/server.c, which accepts, drains and aborts connections
+ * through the functions here.  Owned by the worker's connection list;
+ * frees itself on close.
  */
 #ifndef TT_CONN_H
 #define TT_CONN_H

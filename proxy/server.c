@@ -1,5 +1,9 @@
 /*
- * The process (see server.h).
+ * The process (see server.h): the top floor.  It starts the workers, hands
+ * them accepted sockets (proxy/conn.c), drains and aborts their
+ * connections and shadow legs, and reports every finished request
+ * (report_request, the worker's w->report: metrics, SLO, records, access
+ * log, spans).  Nothing below calls into this file.
  *
  * Worker 0 runs on the main thread and also owns the signal events and the
  * admin listener; workers 1..N-1 run on their own threads.  Every worker

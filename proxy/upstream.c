@@ -1,5 +1,7 @@
 /*
- * Upstream connections (see upstream.h): connect, pool, hand over.
+ * Upstream connections (see upstream.h): connect, pool, hand over.  The
+ * user of a connection is known only by its callbacks (u->cbs, u->owner):
+ * this file includes nothing of the legs that use it.
  *
  * Pooled connections keep a read callback: any byte or EOF on an idle
  * keep-alive connection means the upstream closed or misbehaved, so it is
