@@ -3,19 +3,25 @@
  *
  * Each connection runs the request state machine here; the response side
  * of each request runs in its legs (proxy/leg.c): the primary leg, whose
- * response the client gets, and any shadow legs the request is mirrored
- * to.  A response may start before its request body has finished.
+ * response comes back through this file's sink (client_sink: the head,
+ * the body with backpressure, delivery marks, the end, a failure, the
+ * tunnel), and any shadow legs the request is mirrored to.  A response
+ * may start before its request body has finished.
  *
  *   request (rq): IDLE -> HEAD -> WAIT_UP -> BODY -> DONE -> IDLE ...
  *                             \              \-> TUNNEL (101 Switching Protocols)
  *                              \-> HOLD -> WAIT_UP ...  (--inject-usage: the body
  *                                  is held, then head and body go out at once)
  *
+ * conn_set_state() is the one writer of the state (what holds in each:
+ * enum rq_state); the client's side of the socket is c->peer (open,
+ * half-closed, gone), and conn_closing() starts the close.
+ *
  * Bytes are never copied into our own buffers on the primary path: head
  * bytes are parsed and drained (the head is rewritten), body bytes are
  * parsed in place (llhttp over evbuffer_peek() iovecs) and then moved with
  * evbuffer_remove_buffer().  Shadow legs get a copy of each run of body
- * bytes just before the primary's move (tt_leg_tee), bounded per shadow:
+ * bytes just before the primary's move (tt_leg_send), bounded per shadow:
  * the primary never waits for a shadow.
  *
  * Backpressure: a side's input is only moved while the other side's output
@@ -31,7 +37,7 @@
  * upstream request is closed, so the server stops generating).
  *
  * Delivery (proxy/delivery.h): the leg marks the writes that end the first
- * token, the first output token and the response (tt_conn_mark); a
+ * token, the first output token and the response (sink_mark); a
  * finished request whose response the client has not yet acknowledged
  * waits in c->acking (acking_done() records it); watch_cb() sees the
  * stamps, and a departed client's FIN or reset where the bufferevent is not
@@ -68,7 +74,6 @@
 #include "proxy/leg.h"
 #include "proxy/linger.h"
 #include "proxy/log.h"
-#include "proxy/server.h"
 #include "proxy/stream.h"
 #include "proxy/trace.h"
 #include "proxy/usagewire.h"
@@ -76,7 +81,44 @@
 #include "proxy/worker.h"
 #include "tls/tls.h"
 
-enum rq_state { RQ_IDLE, RQ_HEAD, RQ_HOLD, RQ_WAIT_UP, RQ_BODY, RQ_DONE, RQ_TUNNEL };
+/*
+ * The request side's state (c->rq); conn_set_state() is its one writer.
+ * The response side's is the primary leg's (leg.h); RS(c) reads it.
+ */
+enum rq_state {
+    RQ_IDLE,        /* between requests: !active, nothing buffered for a request;
+                     * ctimer = client_idle_timeout (head_timeout until a TLS
+                     * handshake is done) */
+    RQ_HEAD,        /* active: the head is being read into rqh (nothing sent
+                     * upstream); ctimer = head_timeout */
+    RQ_HOLD,        /* --inject-usage: the head waits, the body gathers in held
+                     * (up to the inspector's cap); ctimer = body_idle_timeout */
+    RQ_WAIT_UP,     /* the head is in the primary leg's output, waiting for its
+                     * upstream connection; body bytes wait in the client's input */
+    RQ_BODY,        /* body bytes move to the legs as the primary's output takes
+                     * them; ctimer = body_idle_timeout while the client owes bytes */
+    RQ_DONE,        /* the whole request was read (or the upstream answered first
+                     * and the rest is not read); ctimer off; the response runs */
+    RQ_TUNNEL       /* 101: bytes both ways, ctimer = upstream_idle_timeout */
+};
+
+static const char *const rq_state_names[] = {
+    [RQ_IDLE] = "idle", [RQ_HEAD] = "head", [RQ_HOLD] = "hold",
+    [RQ_WAIT_UP] = "wait_up", [RQ_BODY] = "body", [RQ_DONE] = "done",
+    [RQ_TUNNEL] = "tunnel",
+};
+
+/*
+ * The client's side of the socket (c->peer): it only moves forward.
+ * A half-closed client still gets its response; a gone one is cancelled
+ * (conn_cancel) at once.
+ */
+enum peer_state {
+    PEER_OPEN,
+    PEER_EOF,       /* half-closed after its request: reading stopped, the
+                     * watch (delivery.h) sees a departure */
+    PEER_GONE       /* closed, reset or stopped reading (send_timeout) */
+};
 
 struct tt_conn {
     struct tt_worker   *w;          /* borrowed */
@@ -89,7 +131,7 @@ struct tt_conn {
                                      * made on the first hold, else NULL */
     llhttp_t            rqp;
     struct tt_head      rqh;
-    enum rq_state       rq;
+    enum rq_state       rq;         /* written by conn_set_state() only */
     struct tt_request   req;        /* the primary's record */
     struct tt_leg       pri;        /* the primary leg; its req is &req */
     struct tt_leg      *shadows;    /* shadow legs of this connection (cnext) */
@@ -119,8 +161,7 @@ struct tt_conn {
     unsigned insp_on:1;
     unsigned in_process:1;      /* inside client_process() */
     unsigned plain_client:1;    /* client on a plain socket: direct writes */
-    unsigned client_eof:1;      /* the client half-closed after its request */
-    unsigned client_gone:1;     /* the client closed, reset or stopped reading */
+    enum peer_state     peer;
     unsigned no_upgrade:1;      /* Upgrade: h2c, dropped: a plain HTTP/1.1 request */
 };
 
@@ -136,9 +177,17 @@ static void forward_body(struct tt_conn *c, struct evbuffer *in, size_t n);
 static void request_complete(struct tt_conn *c);
 static void acking_done(struct tt_conn *c);
 static int may_still_send(struct tt_conn *c);
+static void sink_flush(void *arg);
+static const struct tt_leg_sink client_sink;
 
 #define CFG(c) ((c)->w->cfg)
 #define RS(c) ((c)->pri.st)
+
+/* a tunnel moved bytes: its idle deadline starts again */
+static void tunnel_activity(struct tt_conn *c)
+{
+    tt_timer_set(c->ctimer, CFG(c)->upstream_idle_ms);
+}
 
 /* ------------------------------------------------------------------ */
 /* llhttp callbacks (request)                                          */
@@ -249,12 +298,7 @@ static void settings_init(void)
 }
 
 /* ------------------------------------------------------------------ */
-/* the response's way to the client (called by the primary leg)        */
-
-struct evbuffer *tt_conn_stage(struct tt_conn *c)
-{
-    return c->stage;
-}
+/* the response's way to the client: the primary leg's sink (leg.h)    */
 
 /*
  * Hand what is staged to the client.  On a plain socket with nothing
@@ -263,7 +307,7 @@ struct evbuffer *tt_conn_stage(struct tt_conn *c)
  * common case for a stream).  What the socket does not take, and anything
  * on a TLS connection, goes to the bufferevent's output as usual.
  */
-/* the write that ended the marks of tt_conn_mark() is done: they get the
+/* the write that ended the marks of sink_mark() is done: they get the
  * socket's byte count (bytes still held here go out in order) */
 static void marks_written(struct tt_conn *c)
 {
@@ -293,8 +337,9 @@ static void write_marked(struct tt_conn *c, struct evbuffer *b)
         evbuffer_drain(b, (size_t)w);
 }
 
-void tt_conn_flush(struct tt_conn *c)
+static void sink_flush(void *arg)
 {
+    struct tt_conn *c = arg;
     struct evbuffer *out = bufferevent_get_output(c->cbev);
     size_t n = evbuffer_get_length(c->stage);
 
@@ -320,13 +365,10 @@ void tt_conn_flush(struct tt_conn *c)
         marks_written(c);
 }
 
-int tt_conn_delivery_on(const struct tt_conn *c)
+static void sink_mark(void *arg, unsigned marks)
 {
-    return tt_delivery_on(&c->dl);
-}
+    struct tt_conn *c = arg;
 
-void tt_conn_mark(struct tt_conn *c, unsigned marks)
-{
     if (marks == 0 || tt_delivery_prepare(&c->dl) != 0)
         return;
     /* a plain socket's write asks for the stamp itself (write_marked) */
@@ -335,8 +377,9 @@ void tt_conn_mark(struct tt_conn *c, unsigned marks)
     c->marking |= marks;
 }
 
-int tt_conn_room(struct tt_conn *c)
+static int sink_room(void *arg)
 {
+    struct tt_conn *c = arg;
     size_t out;
 
     if (evbuffer_get_length(c->stage) != 0 || c->dl.unmapped)
@@ -347,8 +390,9 @@ int tt_conn_room(struct tt_conn *c)
     return out != 0;
 }
 
-int tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room)
+static int sink_body(void *arg, const char *buf, size_t n, int room)
 {
+    struct tt_conn *c = arg;
     ssize_t w;
 
     if (!c->plain_client || room != 0)
@@ -383,8 +427,10 @@ int tt_conn_body(struct tt_conn *c, const char *buf, size_t n, int room)
  * link: the next read waits for that write (one loop pass, a few times a
  * request).
  */
-int tt_conn_full(struct tt_conn *c)
+static int sink_full(void *arg)
 {
+    struct tt_conn *c = arg;
+
     return c->dl.unmapped ||
            evbuffer_get_length(bufferevent_get_output(c->cbev)) >= CFG(c)->buffer_bytes;
 }
@@ -398,13 +444,28 @@ static void copy_field(char *dst, size_t cap, const char *src, size_t len)
     dst[len] = '\0';
 }
 
-/* close the client once what is queued for it has been written */
-static void close_after_flush(struct tt_conn *c)
+/* the one lifecycle function of the request side (invariants: rq_state) */
+static void conn_set_state(struct tt_conn *c, enum rq_state st, const char *why)
+{
+    tt_log_debug("client request %s: %s -> %s (%s)", c->req.request_id[0] ?
+                 c->req.request_id : "-", rq_state_names[c->rq], rq_state_names[st], why);
+    c->rq = st;
+}
+
+/* the connection closes once the client output is written (and a record
+ * waiting for its acknowledgement is out): nothing more is read */
+static void conn_closing(struct tt_conn *c)
 {
     c->closing = 1;
     c->keepalive = 0;
     bufferevent_disable(c->cbev, EV_READ);
     evtimer_del(c->ctimer);
+}
+
+/* close the client once what is queued for it has been written */
+static void close_after_flush(struct tt_conn *c)
+{
+    conn_closing(c);
     if (evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
         conn_free(c);
 }
@@ -452,7 +513,7 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
     tt_record_redact_path(c->req.path[0] ? c->req.path : "-", path, sizeof(path));
     tt_log_info("request %s %.256s: %d %s: %s", c->req.method[0] ? c->req.method : "-",
                 path, status, type, msg);
-    tt_leg_close(&c->pri);
+    tt_leg_cut(&c->pri);
     if (c->active) {
         /* a request cut off inside its head: keep what is known of it */
         if (c->req.path[0] == '\0' && c->rqh.tlen > 0 && c->rqh.buf != NULL)
@@ -470,7 +531,6 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
                           msg, 1);
         c->resp_started = 1;
     }
-    RS(c) = LEG_DONE;
     if (c->active)
         request_finish(c);
     if (c->w != NULL)
@@ -496,16 +556,19 @@ static void inspect_unread(struct tt_conn *c)
                        NULL, NULL);
 }
 
-void tt_conn_leg_failed(struct tt_conn *c, int status, const char *type,
-                        const char *msg)
+static void sink_fail(void *arg, int status, const char *type, const char *msg)
 {
+    struct tt_conn *c = arg;
+
     c->now = c->pri.now;
     inspect_unread(c);
     fail_request(c, status, type, msg);
 }
 
-void tt_conn_no_keepalive(struct tt_conn *c)
+static void sink_close_delimited(void *arg)
 {
+    struct tt_conn *c = arg;
+
     c->keepalive = 0;
 }
 
@@ -575,24 +638,18 @@ static void request_begin(struct tt_conn *c)
     c->req.upstream_name = "primary";
     generate_request_id(c);
     tt_head_clear(&c->rqh);
-    tt_head_clear(&c->pri.rsh);
     llhttp_init(&c->rqp, HTTP_REQUEST, &rq_settings);
     c->rqp.data = c;
     c->head_bytes = 0;
     c->body_bytes = 0;
     c->rq_head_done = c->rq_msg_done = 0;
-    c->pri.head_done = c->pri.msg_done = c->pri.interim = 0;
-    c->pri.sent_all = 0;
-    c->pri.dechunk = 0;
-    c->pri.is_head = 0;
-    tt_usagewire_free(&c->pri.inj);
+    tt_leg_reset(&c->pri);
     if (c->held != NULL)
         evbuffer_drain(c->held, evbuffer_get_length(c->held));
     c->resp_started = 0;
     c->body_too_big = 0;
     c->active = 1;
-    c->rq = RQ_HEAD;
-    RS(c) = LEG_IDLE;
+    conn_set_state(c, RQ_HEAD, "first request byte");
     tt_worker_request_start(c->w);
     tt_timer_set(c->ctimer, CFG(c)->head_timeout_ms);
 }
@@ -632,15 +689,18 @@ static const char *dry_run(struct tt_conn *c, struct evbuffer *in)
 static void start_shadows(struct tt_conn *c, const char *method, int upgrade,
                           long long body_len)
 {
-    struct tt_server *srv = c->w->srv;
+    struct tt_worker *w = c->w;
     struct tt_pair *pair = NULL;
+    const char *add_id = CFG(c)->add_request_id &&
+                         tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
+                         ? c->req.request_id : NULL;
     unsigned i, n = 0;
     int take[TT_MAX_TARGETS] = { 0 };
 
-    if (upgrade || srv->ntargets < 2 || c->req.api == TT_API_OTHER)
+    if (upgrade || w->ntargets < 2 || c->req.api == TT_API_OTHER)
         return;
-    for (i = 1; i < srv->ntargets; i++) {
-        const struct tt_target *t = &srv->targets[i];
+    for (i = 1; i < w->ntargets; i++) {
+        const struct tt_target *t = &w->targets[i];
         size_t klen = 0;
         const char *key = t->sh->sample_key[0]
                         ? tt_head_get(&c->rqh, t->sh->sample_key, &klen) : NULL;
@@ -649,35 +709,19 @@ static void start_shadows(struct tt_conn *c, const char *method, int upgrade,
     }
     if (n == 0)
         return;
-    pair = tt_pair_new(c->w->srv->pairs, n + 1);
+    pair = tt_pair_new(w->pairs, n + 1);
     c->req.pair = pair;
-    for (i = 1; i < srv->ntargets; i++) {
-        struct tt_target *t = &srv->targets[i];
+    for (i = 1; i < w->ntargets; i++) {
         struct tt_leg *l;
-        int full;
 
         if (!take[i])
             continue;
-        l = tt_leg_new_shadow(c, c->w, t, &c->req, c->nreq);
+        l = tt_leg_new_shadow(&c->shadows, c->w, &w->targets[i], &c->req, c->nreq, pair);
         if (l == NULL) {
             tt_pair_leg_gone(pair, i);
             continue;
         }
-        l->own.pair = pair;
-        l->cnext = c->shadows;
-        if (c->shadows)
-            c->shadows->cprev = l;
-        c->shadows = l;
-        full = atomic_fetch_add(&t->inflight, 1) >= t->sh->max_inflight || c->w->draining;
-        l->counted = 1;
-        if (full || tt_leg_head(l, &c->rqh, method, 0,
-                                CFG(c)->add_request_id &&
-                                tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
-                                ? c->req.request_id : NULL, body_len) < 0) {
-            tt_leg_drop(l, c->w->draining ? TT_DROP_DRAINING : TT_DROP_MAX_INFLIGHT);
-            continue;
-        }
-        tt_leg_start(l);            /* a failure there is the shadow's own */
+        tt_leg_shadow_start(l, &c->rqh, method, add_id, body_len, c->w->draining);
     }
 }
 
@@ -693,8 +737,7 @@ static int request_send(struct tt_conn *c, long long body_len)
     const char *method = llhttp_method_name(llhttp_get_method(&c->rqp));
     int upgrade = llhttp_get_upgrade(&c->rqp) && !c->no_upgrade;
 
-    /* the head the primary gets */
-    evbuffer_drain(c->pri.out, evbuffer_get_length(c->pri.out));
+    /* the head the primary gets (its output was emptied by tt_leg_reset) */
     if (tt_leg_head(&c->pri, &c->rqh, method, upgrade,
                     cfg->add_request_id && tt_head_get(&c->rqh, "x-request-id", NULL) == NULL
                     ? c->req.request_id : NULL, body_len) < 0) {
@@ -706,7 +749,7 @@ static int request_send(struct tt_conn *c, long long body_len)
     /* everything needed from the head is copied out: its ~4 KiB of
      * buffers go back now rather than live as long as the stream */
     tt_head_free(&c->rqh);
-    c->rq = RQ_WAIT_UP;
+    conn_set_state(c, RQ_WAIT_UP, "request head sent");
     /* on failure the request was answered and c->closing is set */
     return tt_leg_start(&c->pri) < 0 ? -1 : 0;
 }
@@ -781,7 +824,7 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
                           ((c->rqp.flags & F_CONTENT_LENGTH) && c->rqp.content_length > 0)) &&
         (c->held != NULL || (c->held = evbuffer_new()) != NULL)) {
         /* the buffer exists only on connections that ever hold a body */
-        c->rq = RQ_HOLD;            /* hold_release() sends it */
+        conn_set_state(c, RQ_HOLD, "--inject-usage holds the body");  /* hold_release() */
         llhttp_resume(&c->rqp);
         tt_timer_set(c->ctimer, cfg->body_idle_ms);
         return 0;
@@ -817,7 +860,7 @@ static void request_complete(struct tt_conn *c)
 {
     struct tt_leg *l, *next;
 
-    c->rq = RQ_DONE;
+    conn_set_state(c, RQ_DONE, "request complete");
     evtimer_del(c->ctimer);
     /* the last request byte arrived with the latest client read, even when
      * it waited in the buffer for the upstream connection */
@@ -909,7 +952,7 @@ again:
         case RQ_BODY: {
             struct evbuffer *uout = tt_leg_output(&c->pri);
             if (evbuffer_get_length(uout) >= CFG(c)->buffer_bytes)
-                goto out;           /* resumed by tt_conn_upstream_drained() */
+                goto out;           /* resumed by sink_drained() */
             n = tt_parse_buf(&c->rqp, in, 0, avail, &e, NULL, NULL);
             if (c->rq == RQ_HOLD) {
                 evbuffer_remove_buffer(in, c->held, n);
@@ -926,7 +969,7 @@ again:
                 continue;
             }
             if (e == HPE_OK) {
-                if (c->client_eof && evbuffer_get_length(in) == 0) {
+                if (c->peer == PEER_EOF && evbuffer_get_length(in) == 0) {
                     conn_cancel(c, "client closed the connection mid-request");
                     return;
                 }
@@ -946,7 +989,7 @@ again:
                 if (c->ws != NULL)
                     tt_ws_sess_feed(c->ws, 1, in, avail, c->now);
                 evbuffer_add_buffer(tt_leg_output(&c->pri), in);
-                tt_conn_tunnel_activity(c);
+                tunnel_activity(c);
             }
             goto out;
         }
@@ -982,17 +1025,18 @@ static void ws_turn_done(void *arg, struct tt_request *turn)
 
 static const struct tt_ws_sess_ops ws_ops = { ws_turn_begin, ws_turn_done };
 
-int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
-                          int status, int chunked)
+static int sink_head(void *arg, const struct tt_head *rsh, int status, int chunked,
+                     int is_head, struct tt_usagewire_out **inj)
 {
+    struct tt_conn *c = arg;
     struct evbuffer *out = c->stage;
+    int dechunk = c->http10 && chunked && !is_head;
 
-    c->pri.dechunk = c->http10 && chunked && !c->pri.is_head;
-    if (c->req.usage_injected && !c->pri.is_head &&
-        (c->pri.inj = tt_usagewire_response(status, rsh, out, !c->http10,
-                                            &c->req.bytes_out)) != NULL)
-        c->pri.dechunk = 0;         /* the filter frames the body itself */
-    if (c->http10 || c->w->draining || c->client_eof ||
+    if (c->req.usage_injected && !is_head &&
+        (*inj = tt_usagewire_response(status, rsh, out, !c->http10,
+                                      &c->req.bytes_out)) != NULL)
+        dechunk = 0;                /* the filter frames the body itself */
+    if (c->http10 || c->w->draining || c->peer != PEER_OPEN ||
         (c->rq != RQ_DONE && status != 101))
         c->keepalive = 0;
 
@@ -1001,10 +1045,10 @@ int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
     evbuffer_add(out, " ", 1);
     evbuffer_add(out, rsh->buf + rsh->target, rsh->tlen);
     evbuffer_add(out, "\r\n", 2);
-    if (c->pri.inj != NULL)
-        tt_usagewire_head(c->pri.inj, rsh);
+    if (*inj != NULL)
+        tt_usagewire_head(*inj, rsh);
     else
-        tt_head_copy_fields(rsh, out, TT_HEAD_RESPONSE, status == 101, c->pri.dechunk);
+        tt_head_copy_fields(rsh, out, TT_HEAD_RESPONSE, status == 101, dechunk);
     if (status == 101)
         tt_add_str(out, "Connection: upgrade\r\n");
     else if (!c->keepalive)
@@ -1013,24 +1057,26 @@ int tt_conn_response_head(struct tt_conn *c, const struct tt_head *rsh,
     c->resp_started = 1;
     if (status == 101) {
         enum tt_api api = tt_ws_session_api(c->req.api, rsh);
-        c->rq = RQ_TUNNEL;
+        conn_set_state(c, RQ_TUNNEL, "101 Switching Protocols");
         c->keepalive = 0;
         if (api != TT_API_OTHER)
             c->ws = tt_ws_sess_new(&c->req, api, rsh, CFG(c)->max_event_bytes,
                                    (enum tt_think_mode)CFG(c)->think_tags, &ws_ops, c);
-        tt_conn_tunnel_activity(c);
+        tunnel_activity(c);
     }
-    return 0;
+    return (dechunk ? TT_SINK_DECHUNK : 0) | (tt_delivery_on(&c->dl) ? TT_SINK_MARKS : 0);
 }
 
-void tt_conn_response_done(struct tt_conn *c)
+static void sink_end(void *arg)
 {
+    struct tt_conn *c = arg;
+
     c->now = c->pri.now;
     if (c->rq != RQ_DONE) {
         /* the upstream answered before the request body ended: the rest
          * of the body goes nowhere and the connection closes after this */
         c->keepalive = 0;
-        c->rq = RQ_DONE;
+        conn_set_state(c, RQ_DONE, "answered before the request ended");
         evtimer_del(c->ctimer);
         bufferevent_disable(c->cbev, EV_READ);
         shadows_release(c, 0, SH_CANCEL, "primary answered before the request ended");
@@ -1040,43 +1086,45 @@ void tt_conn_response_done(struct tt_conn *c)
     /* else client_write() finishes it once the last byte is handed over */
 }
 
-void tt_conn_upstream_ready(struct tt_conn *c)
+static void sink_ready(void *arg)
 {
+    struct tt_conn *c = arg;
+
     c->now = c->pri.now;
     if (c->rq == RQ_DONE)
         return;                     /* sent whole before (RQ_HOLD, a retry) */
-    c->rq = RQ_BODY;
+    conn_set_state(c, RQ_BODY, "upstream ready");
     llhttp_resume(&c->rqp);
     if (!c->in_process)
         client_process(c);
 }
 
-void tt_conn_upstream_drained(struct tt_conn *c)
+static void sink_drained(void *arg)
 {
+    struct tt_conn *c = arg;
+
     c->now = c->pri.now;
     if (c->rq == RQ_BODY || c->rq == RQ_TUNNEL)
         client_process(c);
 }
 
-void tt_conn_tunnel_activity(struct tt_conn *c)
+static void sink_tunnel(void *arg, struct evbuffer *in)
 {
-    tt_timer_set(c->ctimer, CFG(c)->upstream_idle_ms);
-}
-
-void tt_conn_tunnel_out(struct tt_conn *c, struct evbuffer *in)
-{
+    struct tt_conn *c = arg;
     size_t n = evbuffer_get_length(in);
 
     c->req.bytes_out += n;
     if (c->ws != NULL)
         tt_ws_sess_feed(c->ws, 0, in, n, c->pri.now);
     evbuffer_add_buffer(c->stage, in);
-    tt_conn_flush(c);
-    tt_conn_tunnel_activity(c);
+    sink_flush(c);
+    tunnel_activity(c);
 }
 
-void tt_conn_tunnel_closed(struct tt_conn *c)
+static void sink_tunnel_closed(void *arg)
 {
+    struct tt_conn *c = arg;
+
     c->now = c->pri.now;
     if (c->ws != NULL)
         tt_ws_sess_end(c->ws, 0, c->now);
@@ -1084,16 +1132,13 @@ void tt_conn_tunnel_closed(struct tt_conn *c)
     close_after_flush(c);
 }
 
-void tt_conn_shadow_unlink(struct tt_conn *c, struct tt_leg *l)
-{
-    if (l->cprev)
-        l->cprev->cnext = l->cnext;
-    else
-        c->shadows = l->cnext;
-    if (l->cnext)
-        l->cnext->cprev = l->cprev;
-    l->cnext = l->cprev = NULL;
-}
+static const struct tt_leg_sink client_sink = {
+    .head = sink_head, .room = sink_room, .body = sink_body, .full = sink_full,
+    .flush = sink_flush, .mark = sink_mark, .end = sink_end, .fail = sink_fail,
+    .ready = sink_ready, .drained = sink_drained,
+    .close_delimited = sink_close_delimited,
+    .tunnel = sink_tunnel, .tunnel_closed = sink_tunnel_closed,
+};
 
 /* ------------------------------------------------------------------ */
 /* finishing                                                           */
@@ -1114,8 +1159,7 @@ static int request_end(struct tt_conn *c, int may_wait)
     if (r->ts[TT_TS_DELIVERED] == 0 && !r->cancelled && c->resp_started &&
         evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
         r->ts[TT_TS_DELIVERED] = c->now;
-    if (c->pri.stream != NULL && r->ts[TT_TS_RESPONSE_COMPLETE] == 0)
-        tt_stream_end(c->pri.stream, 0, c->now);
+    tt_leg_stream_done(&c->pri, c->now);
     if (r->err_type == NULL && r->status >= 400)
         tt_request_set_error(r, r->status, "upstream_status",
                              "upstream answered with an error status");
@@ -1127,10 +1171,6 @@ static int request_end(struct tt_conn *c, int may_wait)
     /* no response told whether it streams: the request did */
     if (r->ts[TT_TS_RESPONSE_HEADERS] == 0 && r->stream == 1)
         r->s.streaming = 1;
-    if (c->pri.stream != NULL) {
-        tt_stream_free(c->pri.stream);
-        c->pri.stream = NULL;
-    }
     c->nreq++;
     if (r->ended == 0)
         r->ended = c->now;
@@ -1177,27 +1217,18 @@ static void next_request(struct tt_conn *c)
      * answer): its record does not wait for an acknowledgement */
     int waits = request_end(c, !may_still_send(c));
 
-    if (!c->keepalive || c->w->draining || c->client_eof) {
+    if (!c->keepalive || c->w->draining || c->peer != PEER_OPEN) {
         if (waits) {
-            /* closed once the acknowledgement is in (acking_done) */
-            c->closing = 1;
-            c->keepalive = 0;
-            bufferevent_disable(c->cbev, EV_READ);
-            evtimer_del(c->ctimer);
+            conn_closing(c);        /* closed once the acknowledgement is in (watch_cb) */
             return;
         }
         close_after_flush(c);
         return;
     }
-    c->rq = RQ_IDLE;
-    RS(c) = LEG_IDLE;
-    /* an idle keep-alive connection keeps no head buffers (about 7 KiB);
-     * 10,000 idle clients are common, a re-allocation per request cheap */
+    conn_set_state(c, RQ_IDLE, "response delivered, keep-alive");
+    /* an idle keep-alive connection keeps no head buffers (about 7 KiB) */
     tt_head_free(&c->rqh);
-    tt_head_free(&c->pri.rsh);
-    free(c->pri.side);
-    c->pri.side = NULL;
-    c->pri.side_cap = 0;
+    tt_leg_idle(&c->pri);
     tt_request_reset(&c->req);
     tt_timer_set(c->ctimer, CFG(c)->client_idle_ms);
     client_process(c);
@@ -1232,7 +1263,7 @@ static void conn_cancel(struct tt_conn *c, const char *why)
  */
 static int may_still_send(struct tt_conn *c)
 {
-    if (c->client_eof || c->client_gone)
+    if (c->peer != PEER_OPEN)
         return 0;
     if (evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0)
         return 1;
@@ -1381,9 +1412,9 @@ static void watch_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (!(what & (EV_READ | EV_CLOSED)) || c->closing)
         return;
-    if ((c->client_eof && tt_delivery_peer_gone(&c->dl)) ||
-        ((what & EV_CLOSED) && !c->client_eof && streaming_to(c))) {
-        c->client_gone = 1;
+    if ((c->peer == PEER_EOF && tt_delivery_peer_gone(&c->dl)) ||
+        ((what & EV_CLOSED) && c->peer == PEER_OPEN && streaming_to(c))) {
+        c->peer = PEER_GONE;
         conn_cancel(c, "client closed the connection");
     }
 }
@@ -1402,7 +1433,7 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
     c->now = tt_now_mono();
     if (what & BEV_EVENT_TIMEOUT) {
         /* send_timeout: the client stopped taking the response */
-        c->client_gone = 1;
+        c->peer = PEER_GONE;
         conn_cancel(c, "client stopped reading (send_timeout)");
         return;
     }
@@ -1415,14 +1446,14 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
          * buffered): it still gets its response; a client that is really
          * gone fails the next write, and a body that ends short is
          * cancelled in client_process() */
-        c->client_eof = 1;
+        c->peer = PEER_EOF;
         c->keepalive = 0;
         bufferevent_disable(c->cbev, EV_READ);
         /* a client that did leave resets at the next bytes: seen at once */
         (void)tt_delivery_watch(&c->dl);
         return;
     }
-    c->client_gone = 1;
+    c->peer = PEER_GONE;
     if (what & BEV_EVENT_ERROR)
         tt_log_debug("client connection error: %s",
                      evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
@@ -1493,7 +1524,8 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
     tt_request_init(&c->req);
     tt_access_peer(sa, salen, c->req.client, sizeof(c->req.client));
     if (c->cbev == NULL || c->ctimer == NULL || c->stage == NULL ||
-        tt_leg_init(&c->pri, w, &w->srv->targets[0], c, &c->req) < 0) {
+        tt_leg_init(&c->pri, w, &w->targets[0], &client_sink, c, c->stage,
+                    &c->req) < 0) {
         if (c->cbev)
             bufferevent_free(c->cbev);
         else
@@ -1527,7 +1559,7 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
         w->conns->prev = c;
     w->conns = c;
     w->nconns++;
-    c->rq = RQ_IDLE;
+    c->rq = RQ_IDLE;                /* the first state (calloc's zero) */
     /* a TLS handshake must finish within the head deadline: a client that
      * sends a partial or bogus record is cut then, not after client_idle */
     tt_timer_set(c->ctimer, c->plain_client ? cfg->client_idle_ms : cfg->head_timeout_ms);

@@ -4,20 +4,18 @@
  * The response side of every leg runs here, whoever reads it: llhttp over
  * the upstream connection's input in place, the head checked against the
  * framing rules, the de-chunked body kept aside for the stream decoder (in
- * place in the read buffer on a direct read, else copied).
- * Where the bytes go is the only difference between a primary and a
- * shadow, and it is decided in four places, each marked "sink":
+ * place in the read buffer on a direct read, else copied).  Where the
+ * bytes go is the sink's business (leg.h): the client connection for the
+ * primary, drop_sink (below) for a shadow.
  *
- *   - the response head: the primary asks its connection to write the
- *     client's version (tt_conn_response_head); a shadow writes nothing;
- *   - an interim (1xx) head: the primary's is rewritten for the client the
- *     same way; a shadow's is dropped;
- *   - body bytes: the primary moves them to the connection's stage and
- *     reads on only while the client takes them (backpressure); a shadow
- *     drains them as they come, so it never holds more than one read;
- *   - the end (or failure): the primary hands over to its connection,
- *     which records the request when the client has everything; a shadow
- *     records itself.
+ * Roles: what a shadow does differently, other than its sink, is decided
+ * here and nowhere else (each place marked "role"):
+ *   - the request copy: the primary takes the client's bytes, a shadow
+ *     gets a bounded copy, abandoned when it overflows (tt_leg_send);
+ *   - the upstream connection: a shadow's runs at a lower priority with
+ *     small, rate-limited reads; the primary's is read directly and
+ *     written at once (upstream_ready, tt_leg_push);
+ *   - a shadow records itself (shadow_over) and frees itself (shadow_free).
  *
  * Every callback takes one CLOCK_MONOTONIC stamp first (l->now); all
  * timeline marks and decoded events of that read carry it.
@@ -36,7 +34,6 @@
 
 #include "metrics/agg.h"
 #include "metrics/pairs.h"
-#include "proxy/conn.h"
 #include "proxy/delivery.h"
 #include "proxy/io.h"
 #include "proxy/log.h"
@@ -52,6 +49,9 @@ static void leg_write(struct bufferevent *bev, void *arg);
 static void leg_event(struct bufferevent *bev, short what, void *arg);
 static void leg_fail(struct tt_leg *l, int status, const char *type, const char *msg);
 static void shadow_over(struct tt_leg *l);
+static void leg_set_state(struct tt_leg *l, enum tt_leg_state st, const char *why);
+static const struct tt_leg_sink drop_sink;
+static const struct tt_upstream_cbs leg_upstream_cbs;
 
 #define CFG(l) ((l)->w->cfg)
 #define SHADOW_READ_BYTES (16 * 1024)
@@ -102,8 +102,8 @@ static int rs_on_body(llhttp_t *p, const char *at, size_t len)
         tt_usagewire_feed(l->inj, at, len);     /* counts bytes_out */
     else
         l->req->bytes_out += len;
-    if (l->dechunk)                 /* sink: an HTTP/1.0 client gets it plain */
-        evbuffer_add(tt_conn_stage(l->c), at, len);
+    if (l->dechunk)                 /* the sink gets it plain (TT_SINK_DECHUNK) */
+        evbuffer_add(l->stage, at, len);
     if (l->stream != NULL) {
         /* decoded after the bytes are on their way to the client: from the
          * read buffer itself when it stays (a direct read), else a copy */
@@ -191,12 +191,54 @@ static int leg_alloc(struct tt_leg *l, struct tt_worker *w,
 }
 
 int tt_leg_init(struct tt_leg *l, struct tt_worker *w, const struct tt_target *t,
-                struct tt_conn *c, struct tt_request *req)
+                const struct tt_leg_sink *sink, void *arg, struct evbuffer *stage,
+                struct tt_request *req)
 {
     memset(l, 0, sizeof(*l));
-    l->c = c;
+    l->sink = sink;
+    l->sink_arg = arg;
+    l->stage = stage;
     l->req = req;
     return leg_alloc(l, w, t);
+}
+
+void tt_leg_reset(struct tt_leg *l)
+{
+    tt_head_clear(&l->rsh);
+    evbuffer_drain(l->out, evbuffer_get_length(l->out));
+    l->head_done = l->msg_done = l->interim = 0;
+    l->sent_all = 0;
+    l->dechunk = 0;
+    l->is_head = 0;
+    tt_usagewire_free(&l->inj);
+    leg_set_state(l, LEG_IDLE, "next request");
+}
+
+void tt_leg_idle(struct tt_leg *l)
+{
+    leg_set_state(l, LEG_IDLE, "keep-alive");
+    /* an idle keep-alive connection keeps no head buffers (about 7 KiB);
+     * 10,000 idle clients are common, a re-allocation per request cheap */
+    tt_head_free(&l->rsh);
+    free(l->side);
+    l->side = NULL;
+    l->side_cap = 0;
+}
+
+void tt_leg_cut(struct tt_leg *l)
+{
+    tt_leg_close(l);
+    leg_set_state(l, LEG_DONE, "answered by tokentap");
+}
+
+void tt_leg_stream_done(struct tt_leg *l, uint64_t now)
+{
+    if (l->stream == NULL)
+        return;
+    if (l->req->ts[TT_TS_RESPONSE_COMPLETE] == 0)
+        tt_stream_end(l->stream, 0, now);
+    tt_stream_free(l->stream);
+    l->stream = NULL;
 }
 
 void tt_leg_fini(struct tt_leg *l)
@@ -239,9 +281,9 @@ static void copy_client_side(struct tt_request *d, const struct tt_request *s)
     d->bytes_in = s->bytes_in;
 }
 
-struct tt_leg *tt_leg_new_shadow(struct tt_conn *c, struct tt_worker *w,
-                                 const struct tt_target *t,
-                                 const struct tt_request *r, unsigned seq)
+struct tt_leg *tt_leg_new_shadow(struct tt_leg **chead, struct tt_worker *w,
+                                 struct tt_target *t, const struct tt_request *r,
+                                 unsigned seq, struct tt_pair *pair)
 {
     struct tt_leg *l = calloc(1, sizeof(*l));
 
@@ -253,7 +295,13 @@ struct tt_leg *tt_leg_new_shadow(struct tt_conn *c, struct tt_worker *w,
         return NULL;
     }
     l->shadow = 1;
-    l->c = c;
+    l->sink = &drop_sink;
+    l->sink_arg = l;
+    l->chead = chead;
+    l->cnext = *chead;
+    if (*chead)
+        (*chead)->cprev = l;
+    *chead = l;
     l->seq = seq;
     l->req = &l->own;
     tt_request_init(&l->own);
@@ -261,6 +309,9 @@ struct tt_leg *tt_leg_new_shadow(struct tt_conn *c, struct tt_worker *w,
     l->own.upstream_name = t->name;
     l->own.target_idx = t->idx;
     l->own.shadow = 1;
+    l->own.pair = pair;
+    l->full = atomic_fetch_add(&t->inflight, 1) >= t->sh->max_inflight;
+    l->counted = 1;
     l->wnext = w->legs;
     if (w->legs)
         w->legs->wprev = l;
@@ -269,13 +320,30 @@ struct tt_leg *tt_leg_new_shadow(struct tt_conn *c, struct tt_worker *w,
     return l;
 }
 
+void tt_leg_shadow_start(struct tt_leg *l, const struct tt_head *rqh,
+                         const char *method, const char *add_id,
+                         long long body_len, int draining)
+{
+    if (l->full || draining || tt_leg_head(l, rqh, method, 0, add_id, body_len) < 0) {
+        tt_leg_drop(l, draining ? TT_DROP_DRAINING : TT_DROP_MAX_INFLIGHT);
+        return;
+    }
+    tt_leg_start(l);                /* a failure there is the shadow's own */
+}
+
 /* unlink a shadow from its connection's list */
 static void shadow_unlink_conn(struct tt_leg *l)
 {
-    if (l->c == NULL)
+    if (l->chead == NULL)
         return;
-    tt_conn_shadow_unlink(l->c, l);
-    l->c = NULL;
+    if (l->cprev)
+        l->cprev->cnext = l->cnext;
+    else
+        *l->chead = l->cnext;
+    if (l->cnext)
+        l->cnext->cprev = l->cprev;
+    l->cnext = l->cprev = NULL;
+    l->chead = NULL;
 }
 
 /* a shadow's record is written and the leg freed */
@@ -380,10 +448,10 @@ int tt_leg_head(struct tt_leg *l, const struct tt_head *rqh, const char *method,
 
 int tt_leg_start(struct tt_leg *l)
 {
-    l->st = LEG_CONNECTING;
+    leg_set_state(l, LEG_CONNECTING, "request head ready");
     l->now = tt_now_mono();
     tt_timer_set(l->timer, l->t->connect_ms);
-    return tt_upstream_get(l->w, l->t, l);
+    return tt_upstream_get(l->w, l->t, &leg_upstream_cbs, l);
 }
 
 struct evbuffer *tt_leg_output(struct tt_leg *l)
@@ -397,7 +465,8 @@ int tt_leg_push(struct tt_leg *l)
 {
     struct evbuffer *out;
 
-    if (l->shadow || l->up == NULL || !l->up->direct ||
+    /* role: only the primary's connection is direct (upstream_ready) */
+    if (l->up == NULL || !l->up->direct ||
         l->st == LEG_CONNECTING || l->st == LEG_IDLE)
         return 0;
     out = bufferevent_get_output(l->up->bev);
@@ -485,7 +554,7 @@ void tt_leg_send(struct tt_leg *l, struct evbuffer *in, size_t n)
             copy_front(l->replay, in, n);
         }
     }
-    if (!l->shadow) {
+    if (!l->shadow) {               /* role: the primary takes the bytes */
         if (l->queued_since == 0 && l->st != LEG_CONNECTING)
             l->queued_since = l->now;       /* handed over in leg_write() */
         evbuffer_remove_buffer(in, dst, n);
@@ -518,9 +587,9 @@ static int leg_retry(struct tt_leg *l)
     l->req->ts[TT_TS_UPSTREAM_CONNECTED] = 0;
     l->req->ts[TT_TS_UPSTREAM_TLS] = 0;
     l->req->ts[TT_TS_REQUEST_SENT] = 0;
-    l->st = LEG_CONNECTING;
+    leg_set_state(l, LEG_CONNECTING, "retry on a new connection");
     tt_timer_set(l->timer, l->t->connect_ms);
-    tt_upstream_new(l->w, l->t, l);     /* a failure there fails the leg */
+    tt_upstream_new(l->w, l->t, &leg_upstream_cbs, l);  /* a failure there fails the leg */
     return 1;
 }
 
@@ -580,6 +649,7 @@ static int response_head(struct tt_leg *l)
     const char *why, *ct;
     char ctype[128] = "";
     size_t len;
+    int how;
 
     l->req->ts[TT_TS_RESPONSE_HEADERS] = l->now;
     evtimer_del(l->timer);
@@ -589,12 +659,12 @@ static int response_head(struct tt_leg *l)
         return -1;
     }
     l->req->status = status;
-    l->marks = l->c != NULL && !l->shadow && tt_conn_delivery_on(l->c);
-    l->marks_tok = 1;               /* cleared by read_marks() (no stream: never read) */
-    if (l->c != NULL && !l->shadow &&          /* sink: the client's head */
-        tt_conn_response_head(l->c, &l->rsh, status,
-                              (l->rsp.flags & F_CHUNKED) != 0) < 0)
+    if ((how = l->sink->head(l->sink_arg, &l->rsh, status, (l->rsp.flags & F_CHUNKED) != 0,
+                             l->is_head, &l->inj)) < 0)
         return -1;
+    l->dechunk = (how & TT_SINK_DECHUNK) != 0;
+    l->marks = (how & TT_SINK_MARKS) != 0;
+    l->marks_tok = 1;               /* cleared by read_marks() (no stream: never read) */
     if ((ct = tt_head_get(&l->rsh, "content-type", &len)) != NULL) {
         if (len >= sizeof(ctype))
             len = sizeof(ctype) - 1;
@@ -613,11 +683,11 @@ static int response_head(struct tt_leg *l)
     }
     if (status == 101) {
         l->req->upgraded = 1;
-        l->st = LEG_TUNNEL;
+        leg_set_state(l, LEG_TUNNEL, "101 Switching Protocols");
         tt_upstream_idle(l->up, 0);
         return 0;
     }
-    l->st = LEG_BODY;
+    leg_set_state(l, LEG_BODY, "response head");
     tt_head_free(&l->rsh);          /* copied out: its buffers go back now */
     tt_upstream_idle(l->up, l->t->idle_ms);
     return 0;
@@ -627,7 +697,7 @@ static void response_complete(struct tt_leg *l)
 {
     struct tt_upconn *u = l->up;
 
-    l->st = LEG_DONE;
+    leg_set_state(l, LEG_DONE, "response complete");
     l->req->ts[TT_TS_RESPONSE_COMPLETE] = l->now;
     evtimer_del(l->timer);
     if (l->stream != NULL)
@@ -643,27 +713,73 @@ static void response_complete(struct tt_leg *l)
         else
             tt_upstream_close(u);
     }
-    if (l->shadow) {                /* sink: the end */
-        shadow_over(l);
-        return;
-    }
-    if (l->inj != NULL && l->c != NULL) {
+    if (l->inj != NULL) {
         tt_usagewire_finish(l->inj);    /* what the filter held, the last chunk */
-        tt_conn_flush(l->c);
+        l->sink->flush(l->sink_arg);
+        tt_usagewire_free(&l->inj);
     }
-    tt_usagewire_free(&l->inj);
-    if (l->c != NULL)
-        tt_conn_response_done(l->c);
+    l->sink->end(l->sink_arg);
 }
 
 /* the leg's request failed on the upstream side: <type> a static string */
 static void leg_fail(struct tt_leg *l, int status, const char *type, const char *msg)
 {
-    if (!l->shadow) {               /* sink: the client gets tokentap's error */
-        if (l->c != NULL)
-            tt_conn_leg_failed(l->c, status, type, msg);
-        return;
-    }
+    l->sink->fail(l->sink_arg, status, type, msg);
+}
+
+/* ------------------------------------------------------------------ */
+/* a shadow's sink: the response is decoded (by the leg) and dropped     */
+
+static int drop_head(void *arg, const struct tt_head *rsh, int status, int chunked,
+                     int is_head, struct tt_usagewire_out **inj)
+{
+    (void)arg, (void)rsh, (void)status, (void)chunked, (void)is_head, (void)inj;
+    return 0;                       /* nothing written, nothing measured */
+}
+
+/* never called: a shadow's connection is not read directly */
+static int drop_room(void *arg)
+{
+    (void)arg;
+    return -1;
+}
+
+static int drop_body(void *arg, const char *buf, size_t n, int room)
+{
+    (void)arg, (void)buf, (void)n, (void)room;
+    return -1;
+}
+
+static int drop_full(void *arg)
+{
+    (void)arg;
+    return 0;                       /* it drains as the bytes come */
+}
+
+static void drop_nothing(void *arg)
+{
+    (void)arg;
+}
+
+static void drop_mark(void *arg, unsigned marks)
+{
+    (void)arg, (void)marks;
+}
+
+static void drop_tunnel(void *arg, struct evbuffer *in)
+{
+    (void)arg, (void)in;            /* shadows are sent no upgrades */
+}
+
+static void drop_end(void *arg)
+{
+    shadow_over(arg);
+}
+
+static void drop_fail(void *arg, int status, const char *type, const char *msg)
+{
+    struct tt_leg *l = arg;
+
     if (l->over)
         return;
     tt_log_debug("shadow %s: request %s: %d %s: %s", l->t->name,
@@ -678,6 +794,13 @@ static void leg_fail(struct tt_leg *l, int status, const char *type, const char 
     shadow_over(l);
 }
 
+static const struct tt_leg_sink drop_sink = {
+    .head = drop_head, .room = drop_room, .body = drop_body, .full = drop_full,
+    .flush = drop_nothing, .mark = drop_mark, .end = drop_end, .fail = drop_fail,
+    .ready = drop_nothing, .drained = drop_nothing, .close_delimited = drop_nothing,
+    .tunnel = drop_tunnel, .tunnel_closed = drop_end,
+};
+
 /*
  * A 1xx head is complete: the primary's client gets it rewritten from the
  * parsed fields, the same way as the final head, so that a head split
@@ -685,8 +808,8 @@ static void leg_fail(struct tt_leg *l, int status, const char *type, const char 
  */
 static void interim_head(struct tt_leg *l)
 {
-    if (!l->shadow && l->c != NULL) {   /* sink: interim heads */
-        struct evbuffer *out = tt_conn_stage(l->c);
+    if (l->stage != NULL) {             /* a shadow's is dropped */
+        struct evbuffer *out = l->stage;
         int status = llhttp_get_status_code(&l->rsp);
         tt_add_str(out, "HTTP/1.1 ");
         tt_add_num(out, status);
@@ -695,7 +818,7 @@ static void interim_head(struct tt_leg *l)
         evbuffer_add(out, "\r\n", 2);
         tt_head_copy_fields(&l->rsh, out, TT_HEAD_RESPONSE, 0, 0);
         evbuffer_add(out, "\r\n", 2);
-        tt_conn_flush(l->c);
+        l->sink->flush(l->sink_arg);
     }
     tt_head_clear(&l->rsh);
     l->interim = l->msg_done = 0;
@@ -734,7 +857,7 @@ static void read_marks(struct tt_leg *l, enum llhttp_errno e, size_t ahead)
     if (e == HPE_PAUSED && l->msg_done)
         marks |= TT_DM_BIT(TT_DM_RESPONSE);
     if (marks != 0)
-        tt_conn_mark(l->c, marks);
+        l->sink->mark(l->sink_arg, marks);
 }
 
 /* the per-read test, inline: past the first output token only the
@@ -790,10 +913,8 @@ void tt_leg_process(struct tt_leg *l)
                 if (response_head(l) < 0)
                     return;
                 if (l->msg_done) {
-                    if (!l->shadow && l->c != NULL) {
-                        tt_conn_mark(l->c, TT_DM_BIT(TT_DM_RESPONSE));
-                        tt_conn_flush(l->c);
-                    }
+                    l->sink->mark(l->sink_arg, TT_DM_BIT(TT_DM_RESPONSE));
+                    l->sink->flush(l->sink_arg);
                     response_complete(l);
                     return;
                 }
@@ -808,22 +929,17 @@ void tt_leg_process(struct tt_leg *l)
             }
             return;
         case LEG_BODY:
-            /* sink: backpressure from the client (a head still staged
-             * goes out with this read's body, in one write) */
-            if (!l->shadow && tt_conn_full(l->c))
-                return;                     /* resumed by the client's write callback */
+            /* backpressure from the sink (a head still staged goes out
+             * with this read's body, in one write) */
+            if (l->sink->full(l->sink_arg))
+                return;                     /* resumed by tt_leg_process() */
             n = tt_parse_buf(&l->rsp, in, 0, avail, &e, NULL, &l->chunks);
-            if (l->shadow || l->dechunk || l->inj != NULL) {
-                evbuffer_drain(in, n);
-                if (!l->shadow) {
-                    READ_MARKS(l, e, evbuffer_get_length(tt_conn_stage(l->c)));
-                    tt_conn_flush(l->c);
-                }
-            } else {                /* sink: body bytes */
-                evbuffer_remove_buffer(in, tt_conn_stage(l->c), n);
-                READ_MARKS(l, e, evbuffer_get_length(tt_conn_stage(l->c)));
-                tt_conn_flush(l->c);
-            }
+            if (l->stage == NULL || l->dechunk || l->inj != NULL)
+                evbuffer_drain(in, n);      /* dropped, or staged by rs_on_body */
+            else
+                evbuffer_remove_buffer(in, l->stage, n);
+            READ_MARKS(l, e, evbuffer_get_length(l->stage));
+            l->sink->flush(l->sink_arg);
             if (l->up->suspended)
                 tt_upstream_read_resume(l->up);     /* direct reads: room again */
             if (l->up_eof && e == HPE_OK && evbuffer_get_length(in) == 0) {
@@ -836,11 +952,9 @@ void tt_leg_process(struct tt_leg *l)
             body_read_done(l, e);
             return;
         case LEG_TUNNEL:
-            if (!l->shadow && l->c != NULL) {
-                tt_conn_tunnel_out(l->c, in);   /* sink: through the tunnel */
-                if (l->up != NULL && l->up->suspended)
-                    tt_upstream_read_resume(l->up);
-            }
+            l->sink->tunnel(l->sink_arg, in);
+            if (l->up != NULL && l->up->suspended)
+                tt_upstream_read_resume(l->up);
             return;
         case LEG_IDLE:
         case LEG_CONNECTING:
@@ -866,17 +980,17 @@ static int leg_bytes(void *arg, const char *buf, size_t n)
     size_t used = n;
     int room;
 
-    if (l->st != LEG_BODY || l->shadow || l->dechunk || l->inj != NULL ||
-        l->c == NULL || u == NULL || (room = tt_conn_room(l->c)) < 0)
+    if (l->st != LEG_BODY || l->dechunk || l->inj != NULL ||
+        u == NULL || (room = l->sink->room(l->sink_arg)) < 0)
         return 0;
     l->now = u->last_read;
     l->in_place = 1;                /* <buf> stays until body_read_done() */
     e = tt_chunks_execute(&l->chunks, &l->rsp, buf, n, &used);
     l->in_place = 0;
     READ_MARKS(l, e, used);
-    if (used > 0 && tt_conn_body(l->c, buf, used, room) < 0) {
-        evbuffer_add(tt_conn_stage(l->c), buf, used);   /* the client is behind */
-        tt_conn_flush(l->c);
+    if (used > 0 && l->sink->body(l->sink_arg, buf, used, room) < 0) {
+        evbuffer_add(l->stage, buf, used);      /* the sink is behind */
+        l->sink->flush(l->sink_arg);
     }
     if (used < n)           /* after the message's end: as if left unread */
         evbuffer_add(bufferevent_get_input(u->bev), buf + used, n - used);
@@ -897,7 +1011,7 @@ static void shadow_over(struct tt_leg *l)
 {
     l->over = 1;
     tt_leg_close(l);
-    if (!l->sent_all && l->c != NULL)
+    if (!l->sent_all && l->chead != NULL)
         return;                     /* tt_leg_request_done() or tt_leg_release() */
     if (l->stream != NULL && l->req->ts[TT_TS_RESPONSE_COMPLETE] == 0)
         tt_stream_end(l->stream, 0, l->now);
@@ -969,8 +1083,7 @@ static void leg_write(struct bufferevent *bev, void *arg)
     if (l->sent_all && l->req->ts[TT_TS_REQUEST_SENT] == 0 &&
         evbuffer_get_length(bufferevent_get_output(bev)) == 0)
         l->req->ts[TT_TS_REQUEST_SENT] = l->now;
-    if (!l->shadow && l->c != NULL)
-        tt_conn_upstream_drained(l->c);
+    l->sink->drained(l->sink_arg);
 }
 
 static void leg_event(struct bufferevent *bev, short what, void *arg)
@@ -991,15 +1104,15 @@ static void leg_event(struct bufferevent *bev, short what, void *arg)
         /* a tunnel is recorded with its latency only: open to close */
         l->req->ts[TT_TS_RESPONSE_COMPLETE] = l->now;
         tt_leg_close(l);
-        if (l->c != NULL)
-            tt_conn_tunnel_closed(l->c);
+        l->sink->tunnel_closed(l->sink_arg);
         return;
     }
-    if ((what & BEV_EVENT_EOF) && l->st == LEG_BODY && !l->shadow && l->up != NULL &&
+    if ((what & BEV_EVENT_EOF) && l->st == LEG_BODY && l->up != NULL &&
         evbuffer_get_length(bufferevent_get_input(l->up->bev)) > 0) {
-        /* the server closed after bytes that still wait for the client
+        /* the server closed after bytes that still wait for the sink
          * (backpressure): they go first, and tt_leg_process(), resumed by
-         * the client's writes, judges the close (a shadow never waits) */
+         * the sink, judges the close (drop_sink never waits: a shadow's
+         * input is empty after every read) */
         l->up_eof = 1;
         return;
     }
@@ -1007,8 +1120,7 @@ static void leg_event(struct bufferevent *bev, short what, void *arg)
         llhttp_message_needs_eof(&l->rsp)) {
         /* close-delimited body: EOF is its proper end */
         if (llhttp_finish(&l->rsp) == HPE_OK || l->msg_done) {
-            if (!l->shadow && l->c != NULL)
-                tt_conn_no_keepalive(l->c);
+            l->sink->close_delimited(l->sink_arg);
             tt_leg_close(l);
             l->msg_done = 1;
             response_complete(l);
@@ -1049,12 +1161,13 @@ static void leg_timer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ------------------------------------------------------------------ */
-/* called by proxy/upstream.c                                          */
+/* the pool's callbacks (proxy/upstream.h)                             */
 
-void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
+static void upstream_ready(void *arg, struct tt_upconn *u, int reused)
 {
+    struct tt_leg *l = arg;
+
     l->up = u;
-    u->owner = l;
     l->now = tt_now_mono();
     l->req->upstream_reused = reused ? 1 : 0;
     l->req->ts[TT_TS_UPSTREAM_CONNECTED] = reused ? l->now : u->connected;
@@ -1063,7 +1176,7 @@ void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
     if (!reused)
         tt_nodelay(u->bev);         /* once per connection */
     bufferevent_setcb(u->bev, leg_read, leg_write, leg_event, l);
-    if (l->shadow) {
+    if (l->shadow) {                /* role: the upstream connection */
         /* a shadow never competes with the primary: lower priority, and
          * small reads so that a huge response is drained in short turns */
         bufferevent_priority_set(u->bev, TT_PRIO_SHADOW);
@@ -1094,27 +1207,57 @@ void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused)
     l->rsp.data = l;
     tt_chunks_reset(&l->chunks);
     l->head_done = l->msg_done = l->interim = 0;
-    l->st = LEG_WAIT_HEAD;
+    leg_set_state(l, LEG_WAIT_HEAD, reused ? "pooled connection" : "connected");
     tt_timer_set(l->timer, l->t->response_ms);
     if (l->sent_all && evbuffer_get_length(bufferevent_get_output(u->bev)) == 0)
         l->req->ts[TT_TS_REQUEST_SENT] = l->now;
-    if (!l->shadow && l->c != NULL)
-        tt_conn_upstream_ready(l->c);
+    l->sink->ready(l->sink_arg);
     /* a pooled connection is handed out inside the client's read, which
      * pushes once it has added the body; a new one comes on its own */
     if (!reused)
         tt_leg_push(l);
 }
 
-void tt_leg_upstream_pending(struct tt_leg *l, struct tt_upconn *u)
+static void upstream_pending(void *arg, struct tt_upconn *u)
 {
+    struct tt_leg *l = arg;
+
     l->up = u;
 }
 
-void tt_leg_upstream_failed(struct tt_leg *l, int status, const char *type,
-                            const char *msg)
+static void upstream_failed(void *arg, int status, const char *type, const char *msg)
 {
+    struct tt_leg *l = arg;
+
     l->now = tt_now_mono();
     l->up = NULL;
     leg_fail(l, status, type, msg);
+}
+
+static const struct tt_upstream_cbs leg_upstream_cbs = {
+    upstream_pending, upstream_ready, upstream_failed
+};
+
+/* ------------------------------------------------------------------ */
+/* the state                                                           */
+
+static const char *const leg_state_names[] = {
+    [LEG_IDLE] = "idle", [LEG_CONNECTING] = "connecting",
+    [LEG_WAIT_HEAD] = "wait_head", [LEG_BODY] = "body",
+    [LEG_DONE] = "done", [LEG_TUNNEL] = "tunnel",
+};
+
+const char *tt_leg_state_name(enum tt_leg_state s)
+{
+    return (unsigned)s < sizeof(leg_state_names) / sizeof(leg_state_names[0])
+           ? leg_state_names[s] : "?";
+}
+
+/* the one writer of l->st (invariants: leg.h) */
+static void leg_set_state(struct tt_leg *l, enum tt_leg_state st, const char *why)
+{
+    tt_log_debug("%s %s: request %s: leg %s -> %s (%s)", l->shadow ? "shadow" : "upstream",
+                 l->t->name, l->req->request_id, tt_leg_state_name(l->st),
+                 tt_leg_state_name(st), why);
+    l->st = st;
 }

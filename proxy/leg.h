@@ -2,21 +2,24 @@
  * Legs: one request's exchange with one upstream target.  A leg owns the
  * upstream connection while it is in use, the response parser, the stream
  * decoder and its request record; the primary and every shadow use the
- * same code.  The client connection (proxy/conn.c) owns its legs: the
- * primary leg is part of it and its response goes to the client; a shadow
- * leg is allocated per mirrored request, gets a bounded copy of the
- * request bytes, and its response is decoded, timed and dropped.
+ * same code.  A leg knows nothing of client connections: its response
+ * goes to its sink (struct tt_leg_sink below, nginx's input filter and
+ * finalize, h2o's on_head/on_body).  The client connection (proxy/conn.c)
+ * is the primary's sink and owns it; a shadow's sink (leg.c) decodes,
+ * times and drops its response, and the shadow leg owns itself.
  *
- *                       +--> primary leg --> upstream --> response --> client (stage)
+ *                       +--> primary leg --> upstream --> response --> sink: the client (conn.c)
  *   client request -----+
- *     (conn.c)          +--> shadow leg(s) --> candidate --> response --> decoder only
+ *     (conn.c)          +--> shadow leg(s) --> candidate --> response --> sink: dropped (leg.c)
  *
- * A shadow leg outlives the client's request when it is slower: it stays
- * on its worker's list until its response ends, then writes its record
- * (upstream = the shadow's name, role = shadow) and frees itself.
+ * A shadow leg is allocated per mirrored request and gets a bounded copy
+ * of the request bytes.  It outlives the client's request when it is
+ * slower: it stays on its worker's list until its response ends, then
+ * writes its record (upstream = the shadow's name, role = shadow) and
+ * frees itself.
  *
- * Response state: CONNECTING -> WAIT_HEAD -> BODY -> DONE, or -> TUNNEL
- * (primary only: 101 Switching Protocols).
+ * Upstream connections come from the pool (proxy/upstream.h), which
+ * reports through the leg's callbacks (ready, pending, failed).
  */
 #ifndef TT_LEG_H
 #define TT_LEG_H
@@ -32,15 +35,75 @@
 #include "proxy/target.h"
 
 struct tt_worker;
-struct tt_conn;
 struct tt_upconn;
 struct tt_stream;
 struct tt_usagewire_out;
 struct evbuffer;
 struct event;
 
-enum tt_leg_state { LEG_IDLE, LEG_CONNECTING, LEG_WAIT_HEAD, LEG_BODY,
-                    LEG_DONE, LEG_TUNNEL };
+/*
+ * The response's state; leg_set_state() (leg.c) is the only writer.
+ *
+ *   IDLE -> CONNECTING -> WAIT_HEAD -> BODY -> DONE
+ *                                  \-> TUNNEL (101 Switching Protocols)
+ */
+enum tt_leg_state {
+    LEG_IDLE,           /* no request: up NULL, timer idle */
+    LEG_CONNECTING,     /* waiting for the pool: request bytes gather in out,
+                         * timer = connect_timeout (up may be a pending connect) */
+    LEG_WAIT_HEAD,      /* up is ours, the request is going out; the parser waits
+                         * for the head, timer = response_timeout (1xx heads pass) */
+    LEG_BODY,           /* the head went to the sink; body bytes move to it
+                         * as it takes them; up has the idle deadline */
+    LEG_DONE,           /* the response ended or failed: up NULL (pooled or closed) */
+    LEG_TUNNEL          /* 101: bytes move both ways until either side closes */
+};
+
+/* its name, for logs */
+const char *tt_leg_state_name(enum tt_leg_state s);
+
+/* how the sink's head() wants the body handed over */
+#define TT_SINK_DECHUNK 1   /* de-chunked (an HTTP/1.0 client): from the parser */
+#define TT_SINK_MARKS   2   /* delivery measured: writes may end marks (mark()) */
+
+struct tt_usagewire_out;
+
+/*
+ * Where a leg's response goes.  Every call gets the sink's <arg>; the
+ * leg's stamp of the callback being handled is l->now.  The sink may
+ * free the leg's owner (and so the primary leg) in end(), fail() and
+ * tunnel_closed() only.
+ */
+struct tt_leg_sink {
+    /* the response head: its version for the sink (the stage); returns
+     * -1 when the request was failed, else TT_SINK_* bits; <*inj> may be
+     * set to --inject-usage's body filter (the leg owns it then) */
+    int  (*head)(void *arg, const struct tt_head *rsh, int status, int chunked,
+                 int is_head, struct tt_usagewire_out **inj);
+    /* room for a read of body bytes: -1 none (wait for resume), 0 nothing
+     * queued, 1 some queued */
+    int  (*room)(void *arg);
+    /* <n> body bytes from a buffer the leg keeps, <room> what room() said:
+     * 0 taken, -1 behind (nothing taken: use the stage) */
+    int  (*body)(void *arg, const char *buf, size_t n, int room);
+    /* backpressure: the leg reads no body while this says 1 */
+    int  (*full)(void *arg);
+    /* hand what the stage holds over */
+    void (*flush)(void *arg);
+    /* the next flush ends delivery marks <marks> (TT_DM_BIT) */
+    void (*mark)(void *arg, unsigned marks);
+    /* the response is complete / failed (<type> a static string) */
+    void (*end)(void *arg);
+    void (*fail)(void *arg, int status, const char *type, const char *msg);
+    /* the upstream connection is ready / took what was queued */
+    void (*ready)(void *arg);
+    void (*drained)(void *arg);
+    /* the response ends with the upstream connection (close-delimited) */
+    void (*close_delimited)(void *arg);
+    /* tunnels: the upstream's bytes (all of <in>), the upstream closed */
+    void (*tunnel)(void *arg, struct evbuffer *in);
+    void (*tunnel_closed)(void *arg);
+};
 
 /* body parts of one direct read decoded from the read buffer itself */
 #define TT_LEG_SPANS 16
@@ -48,9 +111,13 @@ enum tt_leg_state { LEG_IDLE, LEG_CONNECTING, LEG_WAIT_HEAD, LEG_BODY,
 struct tt_leg {
     struct tt_worker       *w;      /* borrowed */
     const struct tt_target *t;      /* borrowed: where it goes */
-    struct tt_conn         *c;      /* borrowed: the client connection; a shadow's
-                                     * is NULL once the client is gone */
-    struct tt_leg          *cnext, *cprev;  /* shadows: the connection's list */
+    const struct tt_leg_sink *sink; /* where the response goes */
+    void                   *sink_arg;
+    struct evbuffer        *stage;  /* borrowed: the sink's buffer for response
+                                     * bytes, NULL: they are dropped (shadows) */
+    struct tt_leg         **chead;  /* shadows: the client connection's list, NULL
+                                     * once the client is gone */
+    struct tt_leg          *cnext, *cprev;  /* shadows: that list */
     struct tt_leg          *wnext, *wprev;  /* shadows: the worker's list */
     struct tt_upconn       *up;     /* owned while set */
     struct event           *timer;  /* owned: connect, then response head deadline */
@@ -75,7 +142,7 @@ struct tt_leg {
                                      * request bytes in the upstream output, 0 none */
     unsigned                seq;    /* the connection's request number */
 
-    unsigned shadow:1;
+    unsigned shadow:1;              /* the role: see "roles" in leg.c */
     unsigned in_place:1;            /* parsing the worker's read buffer (leg_bytes) */
     unsigned marks:1;               /* primary, delivery measured: this response's
                                      * writes may end delivery marks (read_marks) */
@@ -86,22 +153,43 @@ struct tt_leg {
     unsigned head_done:1, msg_done:1, interim:1;
     unsigned over:1;                /* shadow: response ended, failed or dropped */
     unsigned counted:1;             /* shadow: holds a slot of t->inflight */
+    unsigned full:1;                /* shadow: that slot was over max_inflight */
     unsigned got_bytes:1;           /* a response byte arrived on this connection */
     unsigned up_eof:1;              /* the upstream closed with body bytes still in
                                      * its input (waiting for the client) */
     unsigned retried:1;             /* already resent once on a fresh connection */
 };
 
-/* set up the primary leg of a client connection; 0 or -1 */
+/* set up the primary leg of a client connection, whose response goes to
+ * <sink> (<arg>, bytes staged in <stage>); 0 or -1 */
 int  tt_leg_init(struct tt_leg *l, struct tt_worker *w, const struct tt_target *t,
-                 struct tt_conn *c, struct tt_request *req);
+                 const struct tt_leg_sink *sink, void *arg, struct evbuffer *stage,
+                 struct tt_request *req);
 /* free what tt_leg_init() set up (the primary leg) */
 void tt_leg_fini(struct tt_leg *l);
-/* a new shadow leg to <t> for the request <c> is starting (its request
- * fields so far copied from <r>), on the connection's and worker's lists */
-struct tt_leg *tt_leg_new_shadow(struct tt_conn *c, struct tt_worker *w,
-                                 const struct tt_target *t,
-                                 const struct tt_request *r, unsigned seq);
+/* the primary's next request: the response side back to LEG_IDLE */
+void tt_leg_reset(struct tt_leg *l);
+/* an idle keep-alive connection: the response buffers go back */
+void tt_leg_idle(struct tt_leg *l);
+/* the request was answered by tokentap: the upstream is closed, LEG_DONE */
+void tt_leg_cut(struct tt_leg *l);
+/* the request is recorded: its stream decoder ends (cut short when the
+ * response did not complete) and is freed */
+void tt_leg_stream_done(struct tt_leg *l, uint64_t now);
+
+/*
+ * A new shadow leg to <t> for the request (its request fields so far
+ * copied from <r>), number <seq> of its connection, on the connection's
+ * list <*chead> and the worker's; it joins <pair> and takes a slot of
+ * t->inflight.  tt_leg_shadow_start() sends it, or drops it at once (over
+ * max_inflight, <draining>, out of memory) so that the drop has a record.
+ */
+struct tt_leg *tt_leg_new_shadow(struct tt_leg **chead, struct tt_worker *w,
+                                 struct tt_target *t, const struct tt_request *r,
+                                 unsigned seq, struct tt_pair *pair);
+void tt_leg_shadow_start(struct tt_leg *l, const struct tt_head *rqh,
+                         const char *method, const char *add_id,
+                         long long body_len, int draining);
 
 /*
  * Write the head the leg's upstream gets into l->out: the request line
@@ -161,11 +249,5 @@ void tt_leg_release(struct tt_leg *l, int cancel, const char *why);
 void tt_leg_abort(struct tt_leg *l);
 /* shadows: abandon its copy for <why> (counted, recorded as shadow_dropped) */
 void tt_leg_drop(struct tt_leg *l, enum tt_drop why);
-
-/* called by proxy/upstream.c */
-void tt_leg_upstream_pending(struct tt_leg *l, struct tt_upconn *u);
-void tt_leg_upstream_ready(struct tt_leg *l, struct tt_upconn *u, int reused);
-void tt_leg_upstream_failed(struct tt_leg *l, int status, const char *type,
-                            const char *msg);
 
 #endif

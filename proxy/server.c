@@ -1,5 +1,9 @@
 /*
- * The process (see server.h).
+ * The process (see server.h): the top floor.  It starts the workers, hands
+ * them accepted sockets (proxy/conn.c), drains and aborts their
+ * connections and shadow legs, and reports every finished request
+ * (report_request, the worker's w->report: metrics, SLO, records, access
+ * log, spans).  Nothing below calls into this file.
  *
  * Worker 0 runs on the main thread and also owns the signal events and the
  * admin listener; workers 1..N-1 run on their own threads.  Every worker
@@ -63,13 +67,12 @@
 #include "proxy/worker.h"
 #include "tls/tls.h"
 
-void tt_worker_request_start(struct tt_worker *w)
-{
-    w->inflight++;
-    tt_agg_inflight(w->agg, +1);
-}
-
-void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
+/*
+ * A finished request (worker.h: tt_worker_request_done hands it up here):
+ * metrics, SLO, aggregates, the record, the access log, the span, the
+ * shadow comparison.
+ */
+static void report_request(struct tt_worker *w, struct tt_request *r)
 {
     struct tt_server *srv = w->srv;
     struct tt_metric_values m;
@@ -78,12 +81,6 @@ void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
     char *line;
     size_t len;
 
-    if (r->ended == 0)
-        r->ended = tt_now_mono();
-    if (!r->shadow) {               /* in flight counts client requests */
-        w->inflight--;
-        tt_agg_inflight(w->agg, -1);
-    }
     tt_metrics_compute(r, &m, &source);
     if (srv->have_slo) {
         const char *model = r->model[0] ? r->model : r->s.model;
@@ -114,12 +111,6 @@ void tt_worker_request_done(struct tt_worker *w, struct tt_request *r)
         tt_pair_leg_done(r->pair, r->target_idx, r, &m);
         r->pair = NULL;
     }
-}
-
-void tt_worker_conn_gone(struct tt_worker *w)
-{
-    if (w->draining && w->nconns == 0 && w->nlegs == 0)
-        event_base_loopexit(w->base, NULL);
 }
 
 /* abandon every shadow leg still running (grace over, shutdown) */
@@ -341,6 +332,10 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
     w->srv = srv;
     w->cfg = &srv->cfg;
     w->up = &srv->up;
+    w->targets = srv->targets;
+    w->ntargets = srv->ntargets;
+    w->pairs = srv->pairs;
+    w->report = report_request;
     w->agg = agg;
     tt_agg_add_delay(agg, &w->delay);
     /* one thread runs this loop and nothing else touches it (the drain

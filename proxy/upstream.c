@@ -1,5 +1,7 @@
 /*
- * Upstream connections (see upstream.h): connect, pool, hand over.
+ * Upstream connections (see upstream.h): connect, pool, hand over.  The
+ * user of a connection is known only by its callbacks (u->cbs, u->owner):
+ * this file includes nothing of the legs that use it.
  *
  * Pooled connections keep a read callback: any byte or EOF on an idle
  * keep-alive connection means the upstream closed or misbehaved, so it is
@@ -22,7 +24,6 @@
 
 #include "metrics/request.h"
 #include "proxy/io.h"
-#include "proxy/leg.h"
 #include "proxy/log.h"
 #include "proxy/worker.h"
 #include "tls/tls.h"
@@ -90,6 +91,7 @@ void tt_upstream_put(struct tt_upconn *u)
     struct tt_pool *p = pool_of(u);
 
     u->owner = NULL;
+    u->cbs = NULL;
     u->on_bytes = NULL;
     if (p->nidle >= u->t->pool || w->draining) {
         tt_upstream_close(u);
@@ -128,7 +130,8 @@ void tt_upstream_close_idle(struct tt_worker *w)
 static void connect_event(struct bufferevent *bev, short what, void *arg)
 {
     struct tt_upconn *u = arg;
-    struct tt_leg *l = u->owner;
+    const struct tt_upstream_cbs *cbs = u->cbs;
+    void *owner = u->owner;
     const struct tt_url *url = &u->t->url;
     int tls = url->tls;
     (void)bev;
@@ -146,7 +149,7 @@ static void connect_event(struct bufferevent *bev, short what, void *arg)
                 snprintf(msg, sizeof(msg), "TLS to upstream %s:%s: %s",
                          url->host, url->port, why);
                 free(u);
-                tt_leg_upstream_failed(l, 502, "upstream_tls", msg);
+                cbs->failed(owner, 502, "upstream_tls", msg);
                 return;
             }
             bufferevent_setcb(u->bev, NULL, NULL, connect_event, u);
@@ -157,7 +160,7 @@ static void connect_event(struct bufferevent *bev, short what, void *arg)
             u->tls_done = now;
         else
             u->connected = now;
-        tt_leg_upstream_ready(l, u, 0);
+        cbs->ready(owner, u, 0);
         return;
     }
     {
@@ -178,51 +181,53 @@ static void connect_event(struct bufferevent *bev, short what, void *arg)
                  in_tls ? "TLS handshake with" : "cannot connect to",
                  url->host, url->port, why);
         tt_upstream_close(u);
-        tt_leg_upstream_failed(l, 502, in_tls ? "upstream_tls" : "upstream_connect", msg);
+        cbs->failed(owner, 502, in_tls ? "upstream_tls" : "upstream_connect", msg);
     }
 }
 
 int tt_upstream_get(struct tt_worker *w, const struct tt_target *t,
-                    struct tt_leg *l)
+                    const struct tt_upstream_cbs *cbs, void *arg)
 {
     struct tt_upconn *u = w->pools[t->idx].idle;
 
     if (u != NULL) {
         pool_unlink(u);
-        u->owner = l;
-        tt_leg_upstream_ready(l, u, 1);
+        u->cbs = cbs;
+        u->owner = arg;
+        cbs->ready(arg, u, 1);
         return 0;
     }
-    return tt_upstream_new(w, t, l);
+    return tt_upstream_new(w, t, cbs, arg);
 }
 
 int tt_upstream_new(struct tt_worker *w, const struct tt_target *t,
-                    struct tt_leg *l)
+                    const struct tt_upstream_cbs *cbs, void *arg)
 {
     struct tt_upconn *u = calloc(1, sizeof(*u));
     if (u == NULL) {
-        tt_leg_upstream_failed(l, 502, "upstream_connect", "out of memory");
+        cbs->failed(arg, 502, "upstream_connect", "out of memory");
         return -1;
     }
     u->w = w;
     u->t = t;
-    u->owner = l;
+    u->cbs = cbs;
+    u->owner = arg;
     u->connecting = 1;
     u->bev = tt_tls_upstream_bev(w);
     if (u->bev == NULL) {
         free(u);
-        tt_leg_upstream_failed(l, 502, "upstream_connect", "cannot create a connection");
+        cbs->failed(arg, 502, "upstream_connect", "cannot create a connection");
         return -1;
     }
     bufferevent_setcb(u->bev, NULL, NULL, connect_event, u);
     /* the owner learns of the connection only on success; until then a
      * failure is reported through connect_event */
-    tt_leg_upstream_pending(l, u);
+    cbs->pending(arg, u);
     if (bufferevent_socket_connect_hostname(u->bev, w->dns, AF_UNSPEC,
                                             t->url.host, atoi(t->url.port)) < 0) {
-        tt_leg_upstream_pending(l, NULL);
+        cbs->pending(arg, NULL);
         tt_upstream_close(u);
-        tt_leg_upstream_failed(l, 502, "upstream_connect", "cannot start the upstream connect");
+        cbs->failed(arg, 502, "upstream_connect", "cannot start the upstream connect");
         return -1;
     }
     return 0;

@@ -1,10 +1,11 @@
 /*
  * Upstream connections: connecting (TCP, later TLS), the per-worker pool of
- * idle keep-alive connections, and handing a connection to a client
- * connection (proxy/conn.c) and back.
+ * idle keep-alive connections, and handing a connection to its user (a
+ * leg, proxy/leg.c) and back.  The pool knows its users only by the
+ * callbacks they register (struct tt_upstream_cbs).
  *
- *   client conn --get--> pool hit? --yes--> on_ready(reused=1)
- *                          \--no--> connect --> on_ready(reused=0) | on_fail
+ *   user --get--> pool hit? --yes--> ready(reused=1)
+ *                   \--no--> connect (pending) --> ready(reused=0) | failed
  *   response done, reusable --put--> pool (closed on EOF or when full)
  */
 #ifndef TT_UPSTREAM_H
@@ -16,14 +17,26 @@
 struct bufferevent;
 struct event;
 struct tt_worker;
-struct tt_leg;
 struct tt_target;
+struct tt_upconn;
+
+/* how the pool reports to the user of a connection (its <arg>) */
+struct tt_upstream_cbs {
+    /* a new connection is on its way (<u>), or was given up (NULL): the
+     * user may close it in the meantime with tt_upstream_close() */
+    void (*pending)(void *arg, struct tt_upconn *u);
+    /* <u> is the user's now (reused: from the pool) */
+    void (*ready)(void *arg, struct tt_upconn *u, int reused);
+    /* no connection: <type> is a static string */
+    void (*failed)(void *arg, int status, const char *type, const char *msg);
+};
 
 struct tt_upconn {
     struct tt_worker   *w;          /* borrowed */
     const struct tt_target *t;      /* borrowed: where it goes */
     struct bufferevent *bev;        /* owned, closes the socket */
-    struct tt_leg      *owner;      /* borrowed while in use, NULL in the pool */
+    const struct tt_upstream_cbs *cbs;  /* the user's, until ready() */
+    void               *owner;      /* the user's arg while in use, NULL in the pool */
     struct tt_upconn   *next, *prev;/* pool links */
     uint64_t            connected;  /* monotonic ns the connect completed */
     uint64_t            tls_done;   /* monotonic ns the handshake completed */
@@ -43,23 +56,17 @@ struct tt_upconn {
     unsigned            direct:1, suspended:1;
 };
 
-/* the idle connections of one target on one worker (LIFO) */
-struct tt_pool {
-    struct tt_upconn *idle;
-    unsigned          nidle;
-};
-
 /*
- * Get a connection to <t> for leg <l>: from the pool (tt_leg_upstream_ready()
- * is called before this returns, reused=1) or a new one (called later, or
- * tt_leg_upstream_failed()).  Returns 0, or -1 when nothing could be
- * started (tt_leg_upstream_failed() was called).
+ * Get a connection to <t> for the user <arg>: from the pool (cbs->ready()
+ * is called before this returns, reused=1) or a new one (cbs->pending(),
+ * then later ready() or failed()).  Returns 0, or -1 when nothing could
+ * be started (cbs->failed() was called).
  */
 int  tt_upstream_get(struct tt_worker *w, const struct tt_target *t,
-                     struct tt_leg *l);
+                     const struct tt_upstream_cbs *cbs, void *arg);
 /* the same, always on a new connection (a retry after a stale one) */
 int  tt_upstream_new(struct tt_worker *w, const struct tt_target *t,
-                     struct tt_leg *l);
+                     const struct tt_upstream_cbs *cbs, void *arg);
 /* give a clean, idle connection back to the pool (or close it) */
 void tt_upstream_put(struct tt_upconn *u);
 /* close and free */

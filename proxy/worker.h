@@ -1,9 +1,15 @@
 /*
  * A worker: one thread, one event loop, its own listener (SO_REUSEPORT),
- * its client connections and its upstream connection pool.  Shared,
- * read-only after start: the configuration.  Shared, thread-safe: the
- * record writer.  Owned by proxy/server.c; conn.c and upstream.c reach
- * their worker through the pointer every connection keeps.
+ * its client connections, shadow legs and upstream connection pools.
+ * Shared, read-only after start: the configuration and the targets.
+ * Shared, thread-safe: the aggregates and the record writers.  Owned and
+ * set up by proxy/server.c (the top floor); conn.c, leg.c and upstream.c
+ * reach their worker through the pointer each of them keeps, and report
+ * to it through the bookkeeping below (proxy/worker.c), which calls
+ * nothing of theirs: a finished request goes up through <report>.
+ *
+ *   server.c --> conn.c --> leg.c --> upstream.c
+ *        \          \---------\----------\--> worker.c (this file's functions)
  */
 #ifndef TT_WORKER_H
 #define TT_WORKER_H
@@ -14,7 +20,6 @@
 #include "metrics/delay.h"
 #include "proxy/config.h"
 #include "proxy/target.h"
-#include "proxy/upstream.h"
 #include "proxy/url.h"
 
 struct event_base;
@@ -25,8 +30,15 @@ struct tt_conn;
 struct tt_upconn;
 struct tt_request;
 struct tt_server;
+struct tt_pairs;
 struct tt_listen_guard;
 struct tt_linger;
+
+/* the idle connections of one target on one worker (LIFO, proxy/upstream.c) */
+struct tt_pool {
+    struct tt_upconn *idle;
+    unsigned          nidle;
+};
 
 /* event priorities of a worker's loop: shadows below everything else */
 #define TT_PRIO_COUNT  3
@@ -40,6 +52,13 @@ struct tt_worker {
     struct tt_server      *srv;        /* borrowed: the process */
     const struct tt_config *cfg;       /* borrowed, read-only */
     const struct tt_url   *up;         /* borrowed: the primary upstream */
+    struct tt_target      *targets;    /* borrowed: 0 primary, then shadows (their
+                                        * inflight counts are shared, atomic) */
+    unsigned               ntargets;
+    struct tt_pairs       *pairs;      /* borrowed: shadow comparisons, or NULL */
+    /* what becomes of a finished request: metrics, SLO, aggregates,
+     * records (set by proxy/server.c) */
+    void                 (*report)(struct tt_worker *w, struct tt_request *r);
     struct event_base     *base;       /* owned */
     struct evdns_base     *dns;        /* owned */
     struct evconnlistener *listener;   /* owned */
@@ -70,7 +89,7 @@ struct tt_worker {
 
 /* a request started (its first byte arrived) */
 void tt_worker_request_start(struct tt_worker *w);
-/* a request finished: metrics, SLO, aggregates, record (proxy/server.c) */
+/* a request finished: no longer in flight, then reported (w->report) */
 void tt_worker_request_done(struct tt_worker *w, struct tt_request *r);
 /* a connection (or shadow leg) was closed; exits the loop when draining
  * and none is left */
