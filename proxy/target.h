@@ -5,8 +5,8 @@
  * sampled requests, see docs/shadow.md).  Built once at start by
  * proxy/server.c from the configuration and read-only afterwards, except
  * for the in-flight counter.  Read by proxy/upstream.c (where to connect,
- * pool sizes), tls/tls.c (verification settings), proxy/leg.c (timeouts,
- * head rewriting) and proxy/conn.c (which requests to mirror).
+ * pool sizes), proxy/leg.c (timeouts, head rewriting) and proxy/conn.c
+ * (which requests to mirror); tt_targets_tls() describes them to tls/.
  */
 #ifndef TT_TARGET_H
 #define TT_TARGET_H
@@ -54,6 +54,15 @@ struct tt_target {
  */
 int tt_targets_build(const struct tt_config *cfg, struct tt_target *t,
                      char *err, size_t errlen);
+/*
+ * The TLS contexts (tls/tls.h) of <cfg>'s listener and of the https://
+ * targets among <t>[0..n-1], upstream number = target index.  <*out> is
+ * NULL when neither side uses TLS.  Returns 0, or -1 with <err> set.
+ */
+struct tt_tls_ctx;
+int tt_targets_tls(const struct tt_config *cfg, const struct tt_target *t,
+                   unsigned n, struct tt_tls_ctx **out, char *err,
+                   size_t errlen);
 /* free what tt_targets_build() made for <n> targets */
 void tt_targets_free(struct tt_target *t, unsigned n);
 
