@@ -43,7 +43,6 @@
 #include "metrics/metric.h"
 #include "metrics/request.h"
 #include "metrics/slo.h"
-#include "proxy/target.h"
 
 struct evbuffer;
 struct tt_recorder;
@@ -66,7 +65,7 @@ enum tt_agg_family {
 extern const char *const tt_agg_family_names[TT_FAM__COUNT];
 
 #define TT_AGG_MAX_BUCKETS 64
-#define TT_AGG_UPSTREAMS   TT_MAX_TARGETS   /* window sets: primary + shadows */
+#define TT_AGG_UPSTREAMS   TT_MAX_UPSTREAMS /* window sets: primary + shadows */
 
 #define TT_AGG_MAX_DELAYS  256              /* workers */
 

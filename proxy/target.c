@@ -19,10 +19,6 @@
 #include "metrics/request.h"
 #include "tls/tls.h"
 
-const char *const tt_drop_names[TT_DROP__COUNT] = {
-    "max_inflight", "buffer_full", "draining",
-};
-
 static uint32_t api_mask(const char *paths)
 {
     uint32_t m = 0;

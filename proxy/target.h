@@ -17,16 +17,7 @@
 #include "proxy/config.h"
 #include "proxy/url.h"
 
-#define TT_MAX_TARGETS (1 + TT_MAX_SHADOWS)
-
-/* why a shadow's copy of a request was abandoned (label values) */
-enum tt_drop {
-    TT_DROP_MAX_INFLIGHT = 0,   /* max_inflight copies already running */
-    TT_DROP_BUFFER_FULL,        /* it did not take the request bytes fast enough */
-    TT_DROP_DRAINING,           /* the proxy is shutting down */
-    TT_DROP__COUNT
-};
-extern const char *const tt_drop_names[TT_DROP__COUNT];
+#define TT_MAX_TARGETS (1 + TT_MAX_SHADOWS)   /* TT_MAX_UPSTREAMS */
 
 struct ev_token_bucket_cfg;
 
