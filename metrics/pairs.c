@@ -1,13 +1,12 @@
 /*
  * Paired comparison (see pairs.h).
  *
- * The interval is the report's (metrics/report_stats.c tt_median_ci): the
- * distribution-free order-statistic interval of the median of the paired
- * differences, exact binomial coverage >= 95 %; fewer than 6 pairs give
- * none.
+ * The interval is the one the report gives (metrics/stats.c tt_median_ci):
+ * the distribution-free order-statistic interval of the median of the
+ * paired differences, exact binomial coverage >= 95 %; fewer than 6 pairs
+ * give none.
  */
 #include "metrics/pairs.h"
-#include "metrics/report_stats.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -18,6 +17,7 @@
 
 #include "metrics/clock.h"
 #include "metrics/hist.h"
+#include "metrics/stats.h"
 
 enum { D_TTFT, D_TTFO, D_ITL, D_LATENCY, D_OSL, D__COUNT };
 /* the metrics compared (tag and unit from metrics/metric.h) */
@@ -178,12 +178,6 @@ void tt_pair_leg_gone(struct tt_pair *p, unsigned idx)
         leg_end(p);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static cJSON *frac(unsigned num, unsigned den)
 {
     return den > 0 ? cJSON_CreateNumber((double)num / den) : cJSON_CreateNull();
@@ -233,7 +227,7 @@ static void window_json(const struct ring *r, uint64_t now, uint64_t span,
         cJSON_AddNumberToObject(m, "count", n);
         if (n == 0)
             continue;
-        qsort(buf, n, sizeof(*buf), cmp_double);
+        tt_sort_doubles(buf, n);
         cJSON_AddNumberToObject(m, "median", n % 2 ? buf[n / 2]
                                              : (buf[n / 2 - 1] + buf[n / 2]) / 2.0);
         if (tt_median_ci(n, 0.95, &lo, &hi, &cov) == 0) {

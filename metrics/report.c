@@ -11,7 +11,7 @@
  * profile_export_aiperf.{json,csv} (--export), a mooncake_trace file
  * (--trace), plots (--plot, metrics/report_plot.c) and a side-by-side,
  * paired-when-possible comparison with a second set (--compare).
- * The statistics and their conventions are in metrics/report_stats.h;
+ * The statistics and their conventions are in metrics/stats.h;
  * docs/report.md is the user's guide.
  */
 #include "metrics/report.h"
@@ -33,7 +33,7 @@
 #include "metrics/report_plot.h"
 #include "metrics/report_set.h"
 #include "metrics/report_slice.h"
-#include "metrics/report_stats.h"
+#include "metrics/stats.h"
 #include "metrics/slo.h"
 
 #ifndef TT_VERSION

@@ -2,7 +2,7 @@
  * tokentap report: offline analysis of record files (SPEC sections 6, 7;
  * docs/report.md).  Owned by metrics/report.c; called by proxy/main.c for
  * `tokentap report ...` with argv[0] == "report".  Statistics live in
- * metrics/report_stats.c, reading and storing records in
+ * metrics/stats.c (shared with the live comparison), reading and storing records in
  * metrics/report_set.c, plots in metrics/report_plot.c.
  */
 #ifndef TT_REPORT_H

@@ -28,7 +28,7 @@
 #include "metrics/errkind.h"
 #include "metrics/hist.h"
 #include "metrics/metric.h"
-#include "metrics/report_stats.h"
+#include "metrics/stats.h"
 #include "metrics/slo.h"
 
 #define TT_RPT_DEFAULT_MAX_EXACT 2000000u

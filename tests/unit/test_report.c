@@ -1,5 +1,5 @@
 /*
- * Unit tests for the report's statistics (metrics/report_stats.c) and
+ * Unit tests for the statistics (metrics/stats.c) and the report's
  * record parsing (metrics/report_set.c) and timeslices
  * (metrics/report_slice.c), against hand-computed answers.
  */
@@ -15,7 +15,7 @@
 
 #include "metrics/report_set.h"
 #include "metrics/report_slice.h"
-#include "metrics/report_stats.h"
+#include "metrics/stats.h"
 
 #define NEAR(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol))
 
