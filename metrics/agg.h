@@ -139,10 +139,6 @@ void tt_agg_counts(struct tt_agg *a, uint64_t *started, int64_t *inflight);
 /* add everything of <src> into <dst> (same options); 0 or -1 */
 int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src);
 
-/* label-value escaping and sample formatting of the exposition (metrics/semconv.c) */
-size_t tt_prom_escape_label(char *out, const char *in);   /* NULL out: length */
-void   tt_prom_fmt_double(char *buf, size_t len, double v);
-
 /* Prometheus text format 0.0.4 of one aggregator; 0 or -1 */
 int tt_agg_prometheus(struct tt_agg *a, struct evbuffer *out);
 /* ... of several (one per worker), merged */

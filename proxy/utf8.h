@@ -1,7 +1,8 @@
 /*
  * UTF-8 validation, one sequence at a time: what the log's escapes
- * (proxy/log.c) and the records' JSON strings (metrics/record.c) keep, and
- * what they replace by U+FFFD.  Valid means RFC 3629: no overlong forms, no surrogates, nothing
+ * (proxy/log.c), the records' JSON strings (metrics/record.c) and the
+ * Prometheus label values (metrics/prom.c) keep, and what they replace by
+ * U+FFFD.  Valid means RFC 3629: no overlong forms, no surrogates, nothing
  * above U+10FFFF.
  */
 #ifndef TT_UTF8_H
