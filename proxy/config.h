@@ -188,7 +188,8 @@ int tt_config_dump(const struct tt_config *c, FILE *out);
  */
 int tt_config_reference(FILE *out);
 
-/* the OPTIONS section of tokentap(1), from the same table (proxy/man.c) */
+/* the OPTIONS section of tokentap(1), from the same table (written with
+ * proxy/man.c; proxy/main.c composes the page) */
 int tt_config_man(FILE *out);
 
 /*
