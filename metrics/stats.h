@@ -3,7 +3,7 @@
  * the small-sample rule, the Wilson score interval and the
  * distribution-free confidence interval of a median.  Pure functions, no
  * allocation, no global state; unit-tested in tests/unit/test_report.c.
- * Used by the offline report (tokentap report, metrics/report.c) and by
+ * Used by the offline report (tokentap report, metrics/report/) and by
  * the live paired comparison of shadows (metrics/pairs.c, the median
  * interval).
  *

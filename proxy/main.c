@@ -3,7 +3,7 @@
  *
  *   tokentap [options]                 run the proxy (proxy/server.c)
  *   tokentap check-config FILE         validate a config file, print it
- *   tokentap report RECORDS.jsonl ...  offline analysis (metrics/report.c)
+ *   tokentap report RECORDS.jsonl ...  offline analysis (metrics/report/report.c)
  *   tokentap --help | --version
  *   tokentap --man                     tokentap(1) in roff (below, written
  *                                      with proxy/man.c)
@@ -17,7 +17,7 @@
 #include "proxy/man.h"
 #include "proxy/server.h"
 
-#include "metrics/report.h"
+#include "metrics/report/report.h"
 
 #ifndef TT_VERSION
 #define TT_VERSION "0.0.0"
@@ -75,7 +75,7 @@ static char *capture(int (*fn)(FILE *))
 }
 
 /* tokentap(1): the options from the option table (proxy/config.c), the
- * report's section from its --help (metrics/report.c) */
+ * report's section from its --help (metrics/report/report.c) */
 static int man_page(FILE *out)
 {
     char *report;

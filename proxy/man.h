@@ -2,7 +2,7 @@
  * Man page writing, so that the pages are generated from the same tables
  * and texts as --help and the two cannot drift: tokentap(1) is composed by
  * proxy/main.c from the option table (proxy/config.c, tt_config_man) and
- * the report's --help (metrics/report.c), tokentap-sim(1) by sim/main.c
+ * the report's --help (metrics/report/report.c), tokentap-sim(1) by sim/main.c
  * from the simulator's --help.  `tokentap --man` and `tokentap-sim --man`
  * print them; the Makefile writes them into the build directory for
  * install.
