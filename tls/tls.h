@@ -3,10 +3,10 @@
  * OpenSSL), contexts, verification and reload.  tls/ knows no connection,
  * worker or target: it is handed what it needs (an event base, the
  * context, a worker's number and an upstream's number).  Called by
- * proxy/conn.c (the client side), proxy/upstream.c (the upstream side),
- * proxy/leg.c (naming a failed handshake) and proxy/server.c (contexts at
- * start and on SIGHUP, through proxy/target.c, which describes the
- * targets to it).
+ * proxy/conn.c (the client side), proxy/upstream.c (the upstream side:
+ * connect, handshake, close), proxy/leg.c (naming a TLS error on a
+ * response) and proxy/server.c (contexts at start and on SIGHUP; it has
+ * proxy/target.c describe the targets to tls/).
  *
  * An https:// upstream connection is made in two steps so that the record
  * can tell the TCP connect from the TLS handshake:
