@@ -62,7 +62,7 @@ CFLAGS_ALL := $(STD) $(OPT) $(WARN) -I. $(LLHTTP_CFLAGS) $(SYSTEMD_CFLAGS) -DTT_
 LIBS := -levent_openssl -levent -levent_pthreads -lssl -lcrypto -lcjson -linih -lcurl -lz -lpthread -lm \
         $(LLHTTP_LIBS) $(SYSTEMD_LIBS)
 
-CORE_SRC := $(filter-out proxy/main.c,$(wildcard proxy/*.c metrics/*.c tls/*.c))
+CORE_SRC := $(filter-out proxy/main.c,$(wildcard proxy/*.c metrics/*.c metrics/report/*.c tls/*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/dashboard.o
 # the dashboard page, embedded as a byte array (od and sed: no extra tools)
 DASH_C   := $(BUILD)/gen/dashboard.c

@@ -20,6 +20,7 @@
 #include "metrics/delay.h"
 #include "metrics/hist.h"
 #include "metrics/pairs.h"
+#include "metrics/prom.h"
 #include "metrics/recent.h"
 #include "metrics/record.h"
 #include "metrics/semconv.h"
@@ -164,73 +165,22 @@ static void copy_trunc(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
-/*
- * Escape a label value for the text format: backslash, double quote and
- * newline; invalid UTF-8 bytes become U+FFFD (the format is UTF-8).  With
- * <out> NULL only the length is computed.
- */
-static size_t escape_label(char *out, const char *in)
-{
-    const unsigned char *s = (const unsigned char *)in;
-    size_t o = 0;
-#define EMIT(str, n) do { if (out) memcpy(out + o, (str), (n)); o += (n); } while (0)
-    while (*s) {
-        unsigned char c = *s;
-        if (c == '\\') {
-            EMIT("\\\\", 2);
-            s++;
-        } else if (c == '"') {
-            EMIT("\\\"", 2);
-            s++;
-        } else if (c == '\n') {
-            EMIT("\\n", 2);
-            s++;
-        } else if (c < 0x80) {
-            EMIT((const char *)s, 1);
-            s++;
-        } else {
-            size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                       : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-            size_t i;
-            uint32_t cp = len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
-            for (i = 1; i < len && (s[i] & 0xc0) == 0x80; i++)
-                cp = (cp << 6) | (s[i] & 0x3fu);
-            if (len == 0 || i < len
-                || (len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
-                || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) {
-                EMIT("\xef\xbf\xbd", 3);
-                s++;
-            } else {
-                EMIT((const char *)s, len);
-                s += len;
-            }
-        }
-    }
-#undef EMIT
-    return o;
-}
-
-size_t tt_prom_escape_label(char *out, const char *in)
-{
-    return escape_label(out, in);
-}
-
 static char *make_labels(const char *upstream, const char *api, const char *model)
 {
-    size_t n = escape_label(NULL, upstream) + escape_label(NULL, api)
-             + escape_label(NULL, model) + 32;
+    size_t n = tt_prom_escape_label(NULL, upstream) + tt_prom_escape_label(NULL, api)
+             + tt_prom_escape_label(NULL, model) + 32;
     char *p = malloc(n), *o = p;
     if (p == NULL)
         return NULL;
     memcpy(o, "upstream=\"", 10);
     o += 10;
-    o += escape_label(o, upstream);
+    o += tt_prom_escape_label(o, upstream);
     memcpy(o, "\",api=\"", 7);
     o += 7;
-    o += escape_label(o, api);
+    o += tt_prom_escape_label(o, api);
     memcpy(o, "\",model=\"", 9);
     o += 9;
-    o += escape_label(o, model);
+    o += tt_prom_escape_label(o, model);
     *o++ = '"';
     *o = '\0';
     return p;
@@ -787,39 +737,6 @@ static struct tt_agg *merged(struct tt_agg *const *aggs, unsigned n)
 
 /* ---- Prometheus ---------------------------------------------------------- */
 
-static void fmt_double(char *buf, size_t len, double v)
-{
-    if (isinf(v))
-        snprintf(buf, len, v > 0 ? "+Inf" : "-Inf");
-    else if (isnan(v))
-        snprintf(buf, len, "NaN");
-    else {
-        /* the shortest of 15..17 digits that reads back as the same double */
-        for (int prec = 15; prec <= 17; prec++) {
-            snprintf(buf, len, "%.*g", prec, v);
-            if (strtod(buf, NULL) == v)
-                break;
-        }
-    }
-}
-
-void tt_prom_fmt_double(char *buf, size_t len, double v)
-{
-    fmt_double(buf, len, v);
-}
-
-static void fmt_bound(char *buf, size_t len, double v)
-{
-    snprintf(buf, len, "%.15g", v);
-}
-
-static void family_head(struct evbuffer *out, const char *name,
-                        const char *type, const char *help)
-{
-    evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
-                        type);
-}
-
 /* the span exporter's counters, when it runs */
 static void expose_otlp(const struct tt_agg *a, struct evbuffer *out)
 {
@@ -828,11 +745,11 @@ static void expose_otlp(const struct tt_agg *a, struct evbuffer *out)
     if (a->span_counts == NULL)
         return;
     a->span_counts(a->span_src, &c);
-    family_head(out, "tokentap_otlp_spans_exported_total", "counter",
+    tt_prom_family(out, "tokentap_otlp_spans_exported_total", "counter",
                 "Spans an OTLP receiver accepted.");
     evbuffer_add_printf(out, "tokentap_otlp_spans_exported_total %llu\n",
                         (unsigned long long)c.exported);
-    family_head(out, "tokentap_otlp_spans_dropped_total", "counter",
+    tt_prom_family(out, "tokentap_otlp_spans_dropped_total", "counter",
                 "Spans lost: the exporter's queue was full (queue_full) or their "
                 "batch could not be delivered (export_failed).");
     evbuffer_add_printf(out, "tokentap_otlp_spans_dropped_total{reason=\"queue_full\"} %llu\n"
@@ -859,8 +776,8 @@ static void expose_errors(const struct tt_agg *a, struct evbuffer *out)
             if (strcmp(q->upstream, s->upstream) == 0 && strcmp(q->api, s->api) == 0)
                 for (unsigned i = 0; i < TT_EK__COUNT; i++)
                     sum[i] += q->errors[i];
-        up[escape_label(up, s->upstream)] = '\0';
-        api[escape_label(api, s->api)] = '\0';
+        up[tt_prom_escape_label(up, s->upstream)] = '\0';
+        api[tt_prom_escape_label(api, s->api)] = '\0';
         for (unsigned i = 0; i < TT_EK__COUNT; i++)
             if (sum[i] > 0)
                 evbuffer_add_printf(out,
@@ -888,27 +805,27 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
 
     for (int f = 0; f < TT_FAM__COUNT; f++) {
         const char *name = tt_agg_family_names[f];
-        family_head(out, name, "histogram", family_help[f]);
+        tt_prom_family(out, name, "histogram", family_help[f]);
         for (struct series *s = a->first; s != NULL; s = s->order) {
             const struct fam_hist *h = &s->h[f];
             uint64_t cum = 0;
             for (unsigned i = 0; i < a->nb[f]; i++) {
                 cum += h->b[i];
-                fmt_bound(num, sizeof(num), a->bounds[f][i]);
+                tt_prom_fmt_bound(num, sizeof(num), a->bounds[f][i]);
                 evbuffer_add_printf(out, "%s_bucket{%s,le=\"%s\"} %llu\n", name,
                                     s->labels, num, (unsigned long long)cum);
             }
             cum += h->b[a->nb[f]];
             evbuffer_add_printf(out, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name,
                                 s->labels, (unsigned long long)cum);
-            fmt_double(num, sizeof(num), h->sum);
+            tt_prom_fmt_double(num, sizeof(num), h->sum);
             evbuffer_add_printf(out, "%s_sum{%s} %s\n", name, s->labels, num);
             evbuffer_add_printf(out, "%s_count{%s} %llu\n", name, s->labels,
                                 (unsigned long long)h->count);
         }
     }
 
-    family_head(out, "tokentap_requests_total", "counter",
+    tt_prom_family(out, "tokentap_requests_total", "counter",
                 "Finished requests by outcome (cancelled: the client went away).");
     for (struct series *s = a->first; s != NULL; s = s->order)
         for (int i = 0; i < TT_OUT__COUNT; i++)
@@ -916,14 +833,14 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
                                 s->labels, tt_outcome_names[i],
                                 (unsigned long long)s->req[i]);
 
-    family_head(out, "tokentap_good_requests_total", "counter",
+    tt_prom_family(out, "tokentap_good_requests_total", "counter",
                 "Requests that were not errors and met every SLO.");
     if (a->slo_seen)
         for (struct series *s = a->first; s != NULL; s = s->order)
             evbuffer_add_printf(out, "tokentap_good_requests_total{%s} %llu\n",
                                 s->labels, (unsigned long long)s->good);
 
-    family_head(out, "tokentap_slo_violations_total", "counter",
+    tt_prom_family(out, "tokentap_slo_violations_total", "counter",
                 "SLO constraints missed, by metric.");
     for (struct series *s = a->first; s != NULL; s = s->order)
         for (int i = 0; i < TT_M__COUNT; i++)
@@ -932,7 +849,7 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
                                     s->labels, tt_metric_tag[i],
                                     (unsigned long long)s->viol[i]);
 
-    family_head(out, "tokentap_tokens_total", "counter",
+    tt_prom_family(out, "tokentap_tokens_total", "counter",
                 "Tokens by type: input (prompt), output (answer), reasoning.");
     for (struct series *s = a->first; s != NULL; s = s->order)
         for (int i = 0; i < TOK__COUNT; i++)
@@ -940,60 +857,60 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
                                 s->labels, tok_names[i],
                                 (unsigned long long)s->tokens[i]);
 
-    family_head(out, "tokentap_cached_input_tokens_total", "counter",
+    tt_prom_family(out, "tokentap_cached_input_tokens_total", "counter",
                 "Prompt tokens the server reports it served from its cache.");
     for (struct series *s = a->first; s != NULL; s = s->order)
         evbuffer_add_printf(out, "tokentap_cached_input_tokens_total{%s} %llu\n",
                             s->labels, (unsigned long long)s->cached_input);
 
-    family_head(out, "tokentap_usage_injected_total", "counter",
+    tt_prom_family(out, "tokentap_usage_injected_total", "counter",
                 "Requests whose body --inject-usage rewrote to ask for usage.");
     for (struct series *s = a->first; s != NULL; s = s->order)
         evbuffer_add_printf(out, "tokentap_usage_injected_total{%s} %llu\n",
                             s->labels, (unsigned long long)s->injected);
 
-    family_head(out, "tokentap_token_events_total", "counter",
+    tt_prom_family(out, "tokentap_token_events_total", "counter",
                 "Stream events carrying answer, reasoning or tool-call text.");
     for (struct series *s = a->first; s != NULL; s = s->order)
         evbuffer_add_printf(out, "tokentap_token_events_total{%s} %llu\n",
                             s->labels, (unsigned long long)s->token_events);
 
-    family_head(out, "tokentap_stream_parse_errors_total", "counter",
+    tt_prom_family(out, "tokentap_stream_parse_errors_total", "counter",
                 "Malformed stream events (forwarded unchanged).");
     for (struct series *s = a->first; s != NULL; s = s->order)
         evbuffer_add_printf(out, "tokentap_stream_parse_errors_total{%s} %llu\n",
                             s->labels, (unsigned long long)s->parse_errors);
 
-    family_head(out, "tokentap_errors_total", "counter",
+    tt_prom_family(out, "tokentap_errors_total", "counter",
                 "Requests that did not end ok, by error kind (the record's error.kind, "
                 "cancelled included).");
     expose_errors(a, out);
 
-    family_head(out, "tokentap_records_dropped_total", "counter",
+    tt_prom_family(out, "tokentap_records_dropped_total", "counter",
                 "Records that could not be queued or written.");
     evbuffer_add_printf(out, "tokentap_records_dropped_total %llu\n",
                         (unsigned long long)tt_recorder_dropped(a->rec));
     expose_otlp(a, out);
 
-    family_head(out, "tokentap_inflight_requests", "gauge",
+    tt_prom_family(out, "tokentap_inflight_requests", "gauge",
                 "Requests in flight.");
     evbuffer_add_printf(out, "tokentap_inflight_requests %lld\n",
                         (long long)atomic_load(&a->inflight));
 
-    family_head(out, "tokentap_slo_attainment_ratio", "gauge",
+    tt_prom_family(out, "tokentap_slo_attainment_ratio", "gauge",
                 "Good requests / judged requests over the window (convenience; "
                 "use the counters for aggregation).");
     if (a->slo_seen) {
         uint64_t now = tt_now_mono();
         for (unsigned u = 0; u < a->nup; u++) {
             char up[UPSTREAM_LEN * 2];
-            up[escape_label(up, a->up[u])] = '\0';
+            up[tt_prom_escape_label(up, a->up[u])] = '\0';
             for (int win = TT_WIN_1M; win <= TT_WIN_1H; win++) {
                 uint64_t cnt[WC__COUNT] = { 0 };
                 tt_wstats_query(&a->w[u], now, (enum tt_window)win, NULL, cnt);
                 if (cnt[WC_JUDGED] == 0)
                     continue;
-                fmt_double(num, sizeof(num),
+                tt_prom_fmt_double(num, sizeof(num),
                            (double)cnt[WC_GOOD] / (double)cnt[WC_JUDGED]);
                 evbuffer_add_printf(out, "tokentap_slo_attainment_ratio{upstream=\"%s\","
                                     "window=\"%s\"} %s\n", up, tt_window_names[win], num);
@@ -1001,12 +918,12 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
         }
     }
 
-    family_head(out, "tokentap_shadow_dropped_total", "counter",
+    tt_prom_family(out, "tokentap_shadow_dropped_total", "counter",
                 "Shadow copies of requests abandoned, by reason (the primary "
                 "never waits for a shadow).");
     for (unsigned u = 1; u < a->nup; u++) {
         char up[UPSTREAM_LEN * 2];
-        up[escape_label(up, a->up[u])] = '\0';
+        up[tt_prom_escape_label(up, a->up[u])] = '\0';
         for (int k = 0; k < TT_DROP__COUNT; k++)
             evbuffer_add_printf(out, "tokentap_shadow_dropped_total{shadow=\"%s\","
                                 "reason=\"%s\"} %llu\n", up, tt_drop_names[k],
@@ -1016,9 +933,9 @@ static int expose_tokentap(struct tt_agg *a, struct evbuffer *out)
     if (a->ndelays > 0)
         tt_delay_expose(a->delays, a->ndelays, out);
 
-    family_head(out, "tokentap_build_info", "gauge", "Build information.");
+    tt_prom_family(out, "tokentap_build_info", "gauge", "Build information.");
     char ver[200];
-    ver[escape_label(ver, a->version)] = '\0';
+    ver[tt_prom_escape_label(ver, a->version)] = '\0';
     evbuffer_add_printf(out, "tokentap_build_info{version=\"%s\"} 1\n", ver);
     return 0;
 }

@@ -5,10 +5,12 @@
  * request and tt_agg_inflight(+1/-1) around each request; the admin
  * listener (proxy/admin.c) calls tt_agg_prometheus / tt_agg_stats_json.
  *
- * Threads: each aggregator has its own mutex, so one per worker thread is
- * the intended shape (uncontended lock on observe); the exposition functions
- * take an array of aggregators and merge them at scrape time.  Counters and
- * histograms add up; the model-label cap applies to the merged view too.
+ * Threads: each aggregator has its own mutex.  The process builds one,
+ * shared by every worker thread (proxy/server.c): its lock is taken once
+ * per finished request and once per scrape.  The exposition functions
+ * take an array of aggregators and can merge several at scrape time
+ * (counters and histograms add up; the model-label cap applies to the
+ * merged view too); the admin listener passes the one.
  *
  * Which requests feed what:
  *  - tokentap_requests_total{outcome}: all (ok | error | cancelled).
@@ -43,7 +45,6 @@
 #include "metrics/metric.h"
 #include "metrics/request.h"
 #include "metrics/slo.h"
-#include "proxy/target.h"
 
 struct evbuffer;
 struct tt_recorder;
@@ -66,7 +67,7 @@ enum tt_agg_family {
 extern const char *const tt_agg_family_names[TT_FAM__COUNT];
 
 #define TT_AGG_MAX_BUCKETS 64
-#define TT_AGG_UPSTREAMS   TT_MAX_TARGETS   /* window sets: primary + shadows */
+#define TT_AGG_UPSTREAMS   TT_MAX_UPSTREAMS /* window sets: primary + shadows */
 
 #define TT_AGG_MAX_DELAYS  256              /* workers */
 
@@ -140,13 +141,9 @@ void tt_agg_counts(struct tt_agg *a, uint64_t *started, int64_t *inflight);
 /* add everything of <src> into <dst> (same options); 0 or -1 */
 int tt_agg_merge(struct tt_agg *dst, struct tt_agg *src);
 
-/* label-value escaping and sample formatting of the exposition (metrics/semconv.c) */
-size_t tt_prom_escape_label(char *out, const char *in);   /* NULL out: length */
-void   tt_prom_fmt_double(char *buf, size_t len, double v);
-
 /* Prometheus text format 0.0.4 of one aggregator; 0 or -1 */
 int tt_agg_prometheus(struct tt_agg *a, struct evbuffer *out);
-/* ... of several (one per worker), merged */
+/* ... of several, merged */
 int tt_agg_prometheus_many(struct tt_agg *const *aggs, unsigned n,
                            struct evbuffer *out);
 

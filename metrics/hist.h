@@ -130,7 +130,7 @@ void tt_wcursor_add(struct tt_wstats *w, const struct tt_wcursor *c, unsigned hi
  * Add window <win> as seen at <now_ns> into <hists> (nhist, initialised by
  * the caller) and <counts> (ncount, zeroed by the caller); either may be
  * NULL.  Returns the covered duration in seconds.  Adding several
- * tt_wstats into the same outputs merges them (one per worker).
+ * tt_wstats into the same outputs merges them (one per aggregator).
  */
 double tt_wstats_query(const struct tt_wstats *w, uint64_t now_ns,
                        enum tt_window win, struct tt_hist *hists,

@@ -3,7 +3,7 @@
  * report's names, and the Prometheus histogram family of those that have
  * one.  Read by the judge (metrics/slo.c), records (metrics/record.c), the
  * aggregator (metrics/agg.c), the paired comparisons (metrics/pairs.c) and
- * the report (metrics/report*.c); computed by metrics/clock.c.  The tables
+ * the report (metrics/report/); computed by metrics/clock.c.  The tables
  * are built from the rows below in metrics/metric.c.
  *
  * X(ID, tag, unit, header, abbr, rank, higher, fam, family, help, buckets)

@@ -1,13 +1,12 @@
 /*
  * Paired comparison (see pairs.h).
  *
- * The interval is the report's (metrics/report_stats.c tt_median_ci): the
- * distribution-free order-statistic interval of the median of the paired
- * differences, exact binomial coverage >= 95 %; fewer than 6 pairs give
- * none.
+ * The interval is the one the report gives (metrics/stats.c tt_median_ci):
+ * the distribution-free order-statistic interval of the median of the
+ * paired differences, exact binomial coverage >= 95 %; fewer than 6 pairs
+ * give none.
  */
 #include "metrics/pairs.h"
-#include "metrics/report_stats.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -18,7 +17,7 @@
 
 #include "metrics/clock.h"
 #include "metrics/hist.h"
-#include "proxy/target.h"
+#include "metrics/stats.h"
 
 enum { D_TTFT, D_TTFO, D_ITL, D_LATENCY, D_OSL, D__COUNT };
 /* the metrics compared (tag and unit from metrics/metric.h) */
@@ -38,7 +37,7 @@ struct side {
 struct tt_pair {
     struct tt_pairs *ps;
     unsigned left;                  /* legs still to finish */
-    struct side s[TT_MAX_TARGETS];
+    struct side s[TT_MAX_UPSTREAMS];
 };
 
 struct sample {
@@ -57,8 +56,8 @@ struct ring {
 struct tt_pairs {
     pthread_mutex_t mu;
     unsigned n;
-    char names[TT_MAX_TARGETS][TT_SHADOW_NAME_LEN];
-    struct ring *r[TT_MAX_TARGETS];
+    char names[TT_MAX_UPSTREAMS][TT_UPSTREAM_NAME_LEN];
+    struct ring *r[TT_MAX_UPSTREAMS];
 };
 
 struct tt_pairs *tt_pairs_new(const char *const *names, unsigned n)
@@ -67,12 +66,12 @@ struct tt_pairs *tt_pairs_new(const char *const *names, unsigned n)
 
     if (ps == NULL)
         return NULL;
-    if (n > TT_MAX_TARGETS)
-        n = TT_MAX_TARGETS;
+    if (n > TT_MAX_UPSTREAMS)
+        n = TT_MAX_UPSTREAMS;
     pthread_mutex_init(&ps->mu, NULL);
     ps->n = n;
     for (unsigned i = 1; i < n; i++) {
-        strncpy(ps->names[i], names[i], TT_SHADOW_NAME_LEN - 1);
+        strncpy(ps->names[i], names[i], TT_UPSTREAM_NAME_LEN - 1);
         ps->r[i] = calloc(1, sizeof(struct ring));
         if (ps->r[i] == NULL) {
             tt_pairs_free(ps);
@@ -86,7 +85,7 @@ void tt_pairs_free(struct tt_pairs *ps)
 {
     if (ps == NULL)
         return;
-    for (unsigned i = 0; i < TT_MAX_TARGETS; i++)
+    for (unsigned i = 0; i < TT_MAX_UPSTREAMS; i++)
         free(ps->r[i]);
     pthread_mutex_destroy(&ps->mu);
     free(ps);
@@ -156,7 +155,7 @@ void tt_pair_leg_done(struct tt_pair *p, unsigned idx, const struct tt_request *
 
     if (p == NULL)
         return;
-    if (idx < TT_MAX_TARGETS) {
+    if (idx < TT_MAX_UPSTREAMS) {
         s = &p->s[idx];
         s->done = 1;
         s->ok = tt_request_outcome(r) == TT_OUT_OK;
@@ -177,12 +176,6 @@ void tt_pair_leg_gone(struct tt_pair *p, unsigned idx)
     (void)idx;
     if (p != NULL)
         leg_end(p);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static cJSON *frac(unsigned num, unsigned den)
@@ -234,7 +227,7 @@ static void window_json(const struct ring *r, uint64_t now, uint64_t span,
         cJSON_AddNumberToObject(m, "count", n);
         if (n == 0)
             continue;
-        qsort(buf, n, sizeof(*buf), cmp_double);
+        tt_sort_doubles(buf, n);
         cJSON_AddNumberToObject(m, "median", n % 2 ? buf[n / 2]
                                              : (buf[n / 2 - 1] + buf[n / 2]) / 2.0);
         if (tt_median_ci(n, 0.95, &lo, &hi, &cov) == 0) {

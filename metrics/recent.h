@@ -6,8 +6,8 @@
  * by the aggregator (metrics/agg.c) once per finished request under the
  * aggregator's lock (no lock of its own, nothing on the per-event path);
  * /stats copies it under that lock (one memcpy), renders the copy outside
- * it and merges the rings of several aggregators (one per worker when the
- * admin listener is given several) at read time.
+ * it and merges the rings of several aggregators (when the admin listener
+ * is given several; the process builds one) at read time.
  *
  * What an entry keeps is what a record keeps (metadata + metrics + error;
  * the path redacted by tt_record_redact_path), never a body, a header other

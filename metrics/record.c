@@ -34,6 +34,7 @@
 #include "metrics/clock.h"
 #include "proxy/log.h"
 #include "proxy/ratelimit.h"
+#include "proxy/utf8.h"
 
 /* ---- a tiny JSON writer ------------------------------------------------ */
 
@@ -252,39 +253,6 @@ static void jw_double(struct jw *w, double v)
         }
     }
     jw_raw(w, tmp, tt_fmt_g15(tmp, v));
-}
-
-size_t tt_utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t cp;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
-        || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return len;
 }
 
 static void jw_strn(struct jw *w, const char *str, size_t n)

@@ -61,9 +61,6 @@ char *tt_record_format(const struct tt_request *r,
 #define TT_RECORD_PATH_MAX (sizeof(((struct tt_request *)0)->path) + 64)
 size_t tt_record_redact_path(const char *path, char *buf, size_t bufsize);
 
-/* length of the valid UTF-8 sequence at <s> (<n> bytes left), 0 if invalid */
-size_t tt_utf8_len(const unsigned char *s, size_t n);
-
 /* <v> in decimal ending at <end> (20 bytes at most); returns where it
  * starts.  The one integer formatter of records, /stats and heads. */
 char *tt_fmt_u64(char *end, uint64_t v);

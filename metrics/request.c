@@ -30,6 +30,10 @@ static const char *const api_names[TT_API__COUNT] = {
     [TT_API_OPENAI_REALTIME]    = "openai.realtime",
 };
 
+const char *const tt_drop_names[TT_DROP__COUNT] = {
+    "max_inflight", "buffer_full", "draining",
+};
+
 const char *const tt_srv_names[TT_SRV__COUNT] = {
     "prompt_n", "cache_n", "prompt_ms", "predicted_n", "predicted_ms",
     "prompt_eval_duration", "eval_duration", "load_duration", "total_duration",

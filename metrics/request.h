@@ -31,6 +31,22 @@ enum tt_api {
 /* record and label name: "openai.chat", "anthropic.messages", ... "other" */
 const char *tt_api_name(enum tt_api api);
 
+/* the upstreams a request can go to: the primary (target_idx 0) and its
+ * shadows (proxy/target.h).  The aggregates and the paired comparison keep
+ * them apart by target_idx; the configuration's limits on shadows are
+ * derived from these (proxy/config.h). */
+#define TT_MAX_UPSTREAMS      5     /* the primary and 4 shadows */
+#define TT_UPSTREAM_NAME_LEN  32    /* a shadow's name, its NUL included */
+
+/* why a shadow's copy of a request was abandoned (label values) */
+enum tt_drop {
+    TT_DROP_MAX_INFLIGHT = 0,   /* max_inflight copies already running */
+    TT_DROP_BUFFER_FULL,        /* it did not take the request bytes fast enough */
+    TT_DROP_DRAINING,           /* the proxy is shutting down */
+    TT_DROP__COUNT
+};
+extern const char *const tt_drop_names[TT_DROP__COUNT];
+
 /* timeline boundaries of SPEC section 5, in order */
 enum tt_ts {
     TT_TS_REQUEST_COMPLETE = 0,

@@ -17,8 +17,8 @@
 
 #include <event2/buffer.h>
 
-#include "metrics/agg.h"
 #include "metrics/clock.h"
+#include "metrics/prom.h"
 
 const char *const tt_semconv_names[] = { "tokentap", "both", "otel", NULL };
 
@@ -257,7 +257,7 @@ static void expose_hist(struct evbuffer *out, const char *name, const char *labe
     uint64_t cum = 0;
     for (unsigned i = 0; i < fm->nb; i++) {
         cum += h->b[i];
-        snprintf(num, sizeof(num), "%.15g", fm->b[i]);
+        tt_prom_fmt_bound(num, sizeof(num), fm->b[i]);
         evbuffer_add_printf(out, "%s_bucket{%s%s,le=\"%s\"} %llu\n", name, labels, extra,
                             num, (unsigned long long)cum);
     }
@@ -276,8 +276,7 @@ void tt_semconv_expose(const struct tt_semconv *sc, struct evbuffer *out)
         if (f == H_TOK_OUT)
             continue;                   /* one family, two token types */
         const struct fam *fm = &fams[f];
-        evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", fm->name,
-                            fm->help, fm->name);
+        tt_prom_family(out, fm->name, "histogram", fm->help);
         for (const struct series *s = sc->first; s != NULL; s = s->order) {
             if (f == H_TOK_IN) {
                 expose_hist(out, fm->name, s->labels, ",gen_ai_token_type=\"input\"",

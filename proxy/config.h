@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "metrics/request.h"
+
 #define TT_PATH_MAX 1024
 #define TT_CONFIG_SLO_MODELS 16     /* [slo.MODEL] sections kept */
 #define TT_CONFIG_KEYS       96     /* config keys (the option table) at most */
@@ -29,8 +31,9 @@ enum tt_otlp_protocol { TT_OTLP_PROTOBUF = 0, TT_OTLP_JSON };
 enum tt_log_level { TT_LOG_ERROR = 0, TT_LOG_WARN, TT_LOG_INFO, TT_LOG_DEBUG };
 enum tt_log_format { TT_LOG_LOGFMT = 0, TT_LOG_JSON };
 
-#define TT_MAX_SHADOWS      4       /* [shadow.NAME] sections */
-#define TT_SHADOW_NAME_LEN  32
+/* [shadow.NAME] sections: as many as the numbers keep apart */
+#define TT_MAX_SHADOWS      (TT_MAX_UPSTREAMS - 1)
+#define TT_SHADOW_NAME_LEN  TT_UPSTREAM_NAME_LEN
 #define TT_SHADOW_EDITS     8       /* set_header / remove_header lines each */
 
 enum tt_shadow_cancel { TT_SHADOW_CANCEL = 0, TT_SHADOW_FINISH };
@@ -185,7 +188,8 @@ int tt_config_dump(const struct tt_config *c, FILE *out);
  */
 int tt_config_reference(FILE *out);
 
-/* the OPTIONS section of tokentap(1), from the same table (proxy/man.c) */
+/* the OPTIONS section of tokentap(1), from the same table (written with
+ * proxy/man.c; proxy/main.c composes the page) */
 int tt_config_man(FILE *out);
 
 /*

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "metrics/record.h"
+#include "proxy/utf8.h"
 
 int tt_log_level = TT_LOG_INFO;
 int tt_log_format = TT_LOG_LOGFMT;

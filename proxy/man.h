@@ -1,9 +1,11 @@
 /*
- * Man pages, generated from the same tables and texts as --help so that
- * the two cannot drift: tokentap(1) from the option table (proxy/config.c)
- * and the report's --help (metrics/report.c), tokentap-sim(1) from the
- * simulator's --help.  `tokentap --man` and `tokentap-sim --man` print
- * them; the Makefile writes them into the build directory for install.
+ * Man page writing, so that the pages are generated from the same tables
+ * and texts as --help and the two cannot drift: tokentap(1) is composed by
+ * proxy/main.c from the option table (proxy/config.c, tt_config_man) and
+ * the report's --help (metrics/report/report.c), tokentap-sim(1) by sim/main.c
+ * from the simulator's --help.  `tokentap --man` and `tokentap-sim --man`
+ * print them; the Makefile writes them into the build directory for
+ * install.
  */
 #ifndef TT_MAN_H
 #define TT_MAN_H
@@ -28,8 +30,5 @@ void tt_man_option(FILE *out, const char *flag, const char *arg,
  * first "usage:" line is skipped (the caller writes a SYNOPSIS).
  */
 void tt_man_from_help(FILE *out, const char *help);
-
-/* tokentap(1), complete */
-int tt_man_tokentap(FILE *out);
 
 #endif

@@ -17,10 +17,7 @@
 #include <openssl/rand.h>
 
 #include "metrics/request.h"
-
-const char *const tt_drop_names[TT_DROP__COUNT] = {
-    "max_inflight", "buffer_full", "draining",
-};
+#include "tls/tls.h"
 
 static uint32_t api_mask(const char *paths)
 {
@@ -104,6 +101,33 @@ int tt_targets_build(const struct tt_config *cfg, struct tt_target *t,
         }
     }
     return (int)cfg->n_shadows + 1;
+}
+
+int tt_targets_tls(const struct tt_config *cfg, const struct tt_target *t,
+                   unsigned n, struct tt_tls_ctx **out, char *err,
+                   size_t errlen)
+{
+    struct tt_tls_upstream up[TT_MAX_TARGETS];
+    struct tt_tls_conf conf = {
+        .cert = cfg->tls_cert,
+        .key = cfg->tls_key,
+        .client_ca = cfg->tls_client_ca,
+        .workers = cfg->workers > 0 ? (unsigned)cfg->workers : 1,
+        .up = up,
+        .nup = n < TT_MAX_TARGETS ? n : TT_MAX_TARGETS,
+    };
+
+    memset(up, 0, sizeof(up));
+    for (unsigned i = 0; i < conf.nup; i++) {
+        up[i].host = t[i].url.tls ? t[i].url.host : NULL;
+        up[i].name = t[i].name;
+        up[i].shadow = t[i].sh != NULL;
+        up[i].ca = t[i].ca;
+        up[i].cert = t[i].cert;
+        up[i].key = t[i].key;
+        up[i].insecure = t[i].insecure;
+    }
+    return tt_tls_new(&conf, out, err, errlen);
 }
 
 void tt_targets_free(struct tt_target *t, unsigned n)

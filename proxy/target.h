@@ -5,8 +5,8 @@
  * sampled requests, see docs/shadow.md).  Built once at start by
  * proxy/server.c from the configuration and read-only afterwards, except
  * for the in-flight counter.  Read by proxy/upstream.c (where to connect,
- * pool sizes), tls/tls.c (verification settings), proxy/leg.c (timeouts,
- * head rewriting) and proxy/conn.c (which requests to mirror).
+ * pool sizes), proxy/leg.c (timeouts, head rewriting) and proxy/conn.c
+ * (which requests to mirror); tt_targets_tls() describes them to tls/.
  */
 #ifndef TT_TARGET_H
 #define TT_TARGET_H
@@ -17,16 +17,7 @@
 #include "proxy/config.h"
 #include "proxy/url.h"
 
-#define TT_MAX_TARGETS (1 + TT_MAX_SHADOWS)
-
-/* why a shadow's copy of a request was abandoned (label values) */
-enum tt_drop {
-    TT_DROP_MAX_INFLIGHT = 0,   /* max_inflight copies already running */
-    TT_DROP_BUFFER_FULL,        /* it did not take the request bytes fast enough */
-    TT_DROP_DRAINING,           /* the proxy is shutting down */
-    TT_DROP__COUNT
-};
-extern const char *const tt_drop_names[TT_DROP__COUNT];
+#define TT_MAX_TARGETS (1 + TT_MAX_SHADOWS)   /* TT_MAX_UPSTREAMS */
 
 struct ev_token_bucket_cfg;
 
@@ -54,6 +45,15 @@ struct tt_target {
  */
 int tt_targets_build(const struct tt_config *cfg, struct tt_target *t,
                      char *err, size_t errlen);
+/*
+ * The TLS contexts (tls/tls.h) of <cfg>'s listener and of the https://
+ * targets among <t>[0..n-1], upstream number = target index.  <*out> is
+ * NULL when neither side uses TLS.  Returns 0, or -1 with <err> set.
+ */
+struct tt_tls_ctx;
+int tt_targets_tls(const struct tt_config *cfg, const struct tt_target *t,
+                   unsigned n, struct tt_tls_ctx **out, char *err,
+                   size_t errlen);
 /* free what tt_targets_build() made for <n> targets */
 void tt_targets_free(struct tt_target *t, unsigned n);
 

@@ -2,24 +2,26 @@
  * TLS (see tls.h).  Without TLS configured, connections run on plain
  * socket bufferevents.
  *
- * Contexts.  One SSL_CTX per direction, shared by every worker thread
- * (OpenSSL 3 contexts are thread-safe for SSL_new()).  The current one is
- * read under <lock> with a reference taken (SSL_CTX_up_ref), so a SIGHUP
+ * Contexts.  One SSL_CTX for the listener and one per https:// upstream,
+ * each shared by every worker thread (OpenSSL 3 contexts are thread-safe
+ * for SSL_new()).  The current one is read under <lock> with a reference
+ * taken (SSL_CTX_up_ref), so a SIGHUP
  * reload can swap in a new context at any time: new handshakes use the new
  * one, every SSL made before keeps its own reference to the old one, which
  * is freed with the last connection that uses it.
  *
- * Sessions.  Each worker keeps the last session ticket an upstream gave it
- * (new-session callback, client cache without internal store) and offers
- * it on its next new upstream connection, so a pool refill costs an
- * abbreviated handshake.  A slot is only touched by its worker's thread;
+ * Sessions.  Each worker keeps, per upstream, the last session ticket the
+ * upstream gave it (new-session callback, client cache without internal
+ * store) and offers it on its next new connection there, so a pool refill
+ * costs an abbreviated handshake.  The slots are indexed by the worker's
+ * number the caller passes; a slot is only touched by its worker's thread;
  * it also holds a reference to the context the session came from, so a
  * session is never offered with a context that did not make it.
  *
  * Ends of streams.  OpenSSL 3 reports a peer that closes without
  * close_notify as an error ("unexpected eof"); with
  * SSL_OP_IGNORE_UNEXPECTED_EOF and libevent's dirty-shutdown allowance it is
- * a plain BEV_EVENT_EOF, and proxy/conn.c decides from the HTTP framing
+ * a plain BEV_EVENT_EOF, and proxy/leg.c decides from the HTTP framing
  * whether the body was complete (close-delimited) or cut ("truncated").
  *
  * A libevent 2.1 detail.  An OpenSSL bufferevent whose reading stops at
@@ -51,8 +53,6 @@
 #include <event2/event.h>
 
 #include "proxy/log.h"
-#include "proxy/server.h"
-#include "proxy/worker.h"
 
 /* Mozilla "intermediate" TLS 1.2 suites (ECDHE + AEAD only); TLS 1.3
  * suites are OpenSSL's defaults, all of them AEAD */
@@ -70,12 +70,13 @@ struct tt_tls_slot {
 };
 
 struct tt_tls_ctx {
-    struct tt_server   *srv;        /* borrowed: paths in srv->cfg, srv->up */
+    struct tt_tls_conf  conf;       /* strings borrowed; conf.up is <ups> */
+    struct tt_tls_upstream *ups;    /* owned copy: [conf.nup] */
     pthread_mutex_t     lock;       /* guards <server> and <upstream> */
-    SSL_CTX            *server;     /* owned reference, NULL without tls_cert */
-    SSL_CTX            *upstream[TT_MAX_TARGETS];  /* owned references, one per
-                                                   * https:// target, else NULL */
-    struct tt_tls_slot *slots;      /* owned, one per worker and target */
+    SSL_CTX            *server;     /* owned reference, NULL without a cert */
+    SSL_CTX           **upstream;   /* owned: [conf.nup] references, one per
+                                     * https:// upstream, else NULL */
+    struct tt_tls_slot *slots;      /* owned, one per worker and upstream */
     unsigned            nslots;
 };
 
@@ -236,7 +237,7 @@ static int on_alpn_select(SSL *ssl, const unsigned char **out,
     return SSL_TLSEXT_ERR_NOACK;
 }
 
-static SSL_CTX *server_ctx_new(const struct tt_config *cfg, char *err,
+static SSL_CTX *server_ctx_new(const struct tt_tls_conf *cfg, char *err,
                                size_t errlen)
 {
     static const unsigned char sid_ctx[] = "tokentap";
@@ -254,15 +255,15 @@ static SSL_CTX *server_ctx_new(const struct tt_config *cfg, char *err,
     }
     SSL_CTX_set_alpn_select_cb(ctx, on_alpn_select, NULL);
     SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1);
-    if (load_pair(ctx, cfg->tls_cert, cfg->tls_key, "--tls-cert", "--tls-key",
+    if (load_pair(ctx, cfg->cert, cfg->key, "--tls-cert", "--tls-key",
                   err, errlen) < 0)
         goto fail;
-    if (cfg->tls_client_ca[0]) {
+    if (cfg->client_ca[0]) {
         STACK_OF(X509_NAME) *names;
 
-        if (load_ca(ctx, cfg->tls_client_ca, "--tls-client-ca", err, errlen) < 0)
+        if (load_ca(ctx, cfg->client_ca, "--tls-client-ca", err, errlen) < 0)
             goto fail;
-        names = SSL_load_client_CA_file(cfg->tls_client_ca);
+        names = SSL_load_client_CA_file(cfg->client_ca);
         if (names != NULL)
             SSL_CTX_set_client_CA_list(ctx, names);
         ERR_clear_error();
@@ -306,10 +307,10 @@ static int on_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
 }
 
 /* the flag or key names of <tg>'s settings, for messages */
-static void target_flags(const struct tt_target *tg, char *ca, char *cert,
+static void target_flags(const struct tt_tls_upstream *tg, char *ca, char *cert,
                          char *key, size_t len)
 {
-    if (tg->sh == NULL) {
+    if (!tg->shadow) {
         snprintf(ca, len, "--upstream-ca");
         snprintf(cert, len, "--upstream-cert");
         snprintf(key, len, "--upstream-key");
@@ -320,7 +321,7 @@ static void target_flags(const struct tt_target *tg, char *ca, char *cert,
     }
 }
 
-static SSL_CTX *upstream_ctx_new(const struct tt_target *tg, char *err,
+static SSL_CTX *upstream_ctx_new(const struct tt_tls_upstream *tg, char *err,
                                  size_t errlen)
 {
     char fca[64], fcert[64], fkey[64];
@@ -373,7 +374,7 @@ static void log_server_ctx(SSL_CTX *ctx, const char *what)
         tt_log_warn("%s: the certificate is not valid yet", what);
 }
 
-static void log_upstream_ctx(const struct tt_target *tg, SSL_CTX *ctx,
+static void log_upstream_ctx(const struct tt_tls_upstream *tg, SSL_CTX *ctx,
                              const char *what)
 {
     char desc[512] = "";
@@ -412,12 +413,12 @@ static void kick_read(struct evbuffer *buf, const struct evbuffer_cb_info *info,
     event_active(&bev->ev_read, EV_READ, 1);
 }
 
-static struct bufferevent *ssl_bev(struct tt_worker *w, evutil_socket_t fd,
+static struct bufferevent *ssl_bev(struct event_base *base, evutil_socket_t fd,
                                    SSL *ssl, enum bufferevent_ssl_state st)
 {
     struct bufferevent *bev;
 
-    bev = bufferevent_openssl_socket_new(w->base, fd, ssl, st, BEV_OPT_CLOSE_ON_FREE);
+    bev = bufferevent_openssl_socket_new(base, fd, ssl, st, BEV_OPT_CLOSE_ON_FREE);
     if (bev == NULL)
         return NULL;                /* <ssl> and <fd> are still the caller's */
     bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
@@ -425,47 +426,47 @@ static struct bufferevent *ssl_bev(struct tt_worker *w, evutil_socket_t fd,
     return bev;
 }
 
-struct bufferevent *tt_tls_server_bev(struct tt_worker *w, evutil_socket_t fd)
+struct bufferevent *tt_tls_accept_bev(struct tt_tls_ctx *t,
+                                      struct event_base *base,
+                                      evutil_socket_t fd)
 {
-    struct tt_tls_ctx *t = w->srv->tls;
     struct bufferevent *bev;
     SSL_CTX *ctx;
     SSL *ssl;
 
     ctx = t != NULL ? ctx_get(t, &t->server) : NULL;
     if (ctx == NULL)
-        return bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        return bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
     ssl = SSL_new(ctx);
     SSL_CTX_free(ctx);              /* <ssl> holds its own reference */
     if (ssl == NULL) {
         ERR_clear_error();
         return NULL;
     }
-    bev = ssl_bev(w, fd, ssl, BUFFEREVENT_SSL_ACCEPTING);
+    bev = ssl_bev(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING);
     if (bev == NULL)
         SSL_free(ssl);
     return bev;
 }
 
-struct bufferevent *tt_tls_upstream_bev(struct tt_worker *w)
+struct bufferevent *tt_tls_connect_bev(struct event_base *base)
 {
-    return bufferevent_socket_new(w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    return bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 }
 
-struct bufferevent *tt_tls_upstream_start(struct tt_worker *w,
-                                          const struct tt_target *tg,
-                                          struct bufferevent *tcp,
-                                          char *why, size_t whylen)
+struct bufferevent *tt_tls_connect_start(struct tt_tls_ctx *t, int worker,
+                                         unsigned up, struct bufferevent *tcp,
+                                         char *why, size_t whylen)
 {
-    struct tt_tls_ctx *t = w->srv->tls;
-    const char *host = tg->url.host;
+    struct event_base *base = bufferevent_get_base(tcp);
     evutil_socket_t fd = bufferevent_getfd(tcp);
     struct tt_tls_slot *slot = NULL;
     struct bufferevent *bev;
+    const char *host;
     SSL_CTX *ctx;
     SSL *ssl;
 
-    ctx = t != NULL ? ctx_get(t, &t->upstream[tg->idx]) : NULL;
+    ctx = t != NULL && up < t->conf.nup ? ctx_get(t, &t->upstream[up]) : NULL;
     if (ctx == NULL || fd < 0) {
         snprintf(why, whylen, "no TLS context for the upstream");
         SSL_CTX_free(ctx);
@@ -479,9 +480,10 @@ struct bufferevent *tt_tls_upstream_start(struct tt_worker *w,
         bufferevent_free(tcp);
         return NULL;
     }
-    if (w->id >= 0 && (unsigned)w->id * TT_MAX_TARGETS + tg->idx < t->nslots)
-        slot = &t->slots[(unsigned)w->id * TT_MAX_TARGETS + tg->idx];
+    if (worker >= 0 && (unsigned)worker * t->conf.nup + up < t->nslots)
+        slot = &t->slots[(unsigned)worker * t->conf.nup + up];
     SSL_set_ex_data(ssl, slot_index, slot);
+    host = t->ups[up].host;
     if (is_ip_literal(host)) {
         /* no SNI for addresses (RFC 6066); the certificate must name the IP */
         X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host);
@@ -500,7 +502,7 @@ struct bufferevent *tt_tls_upstream_start(struct tt_worker *w,
     /* the socket changes hands: the plain bufferevent lets go of it */
     bufferevent_setfd(tcp, -1);
     bufferevent_free(tcp);
-    bev = ssl_bev(w, fd, ssl, BUFFEREVENT_SSL_CONNECTING);
+    bev = ssl_bev(base, fd, ssl, BUFFEREVENT_SSL_CONNECTING);
     if (bev == NULL) {
         snprintf(why, whylen, "cannot create a TLS bufferevent");
         SSL_free(ssl);
@@ -592,18 +594,16 @@ void tt_tls_close(struct bufferevent *bev, int clean)
 /* ------------------------------------------------------------------ */
 /* setup, reload                                                       */
 
-int tt_tls_setup(struct tt_server *srv, struct tt_tls_ctx **out, char *err,
-                 size_t errlen)
+int tt_tls_new(const struct tt_tls_conf *conf, struct tt_tls_ctx **out,
+               char *err, size_t errlen)
 {
-    const struct tt_config *cfg = &srv->cfg;
     struct tt_tls_ctx *t;
-
     int any_tls = 0;
 
     *out = NULL;
-    for (unsigned i = 0; i < srv->ntargets; i++)
-        any_tls |= srv->targets[i].url.tls;
-    if (!cfg->tls_cert[0] && !any_tls)
+    for (unsigned i = 0; i < conf->nup; i++)
+        any_tls |= conf->up[i].host != NULL;
+    if (!conf->cert[0] && !any_tls)
         return 0;
     if (slot_index < 0)
         slot_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
@@ -614,26 +614,31 @@ int tt_tls_setup(struct tt_server *srv, struct tt_tls_ctx **out, char *err,
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    t->srv = srv;
+    t->conf = *conf;
     pthread_mutex_init(&t->lock, NULL);
-    t->nslots = (cfg->workers > 0 ? (unsigned)cfg->workers : 1) * TT_MAX_TARGETS;
-    t->slots = calloc(t->nslots, sizeof(*t->slots));
-    if (t->slots == NULL) {
+    t->nslots = (conf->workers > 0 ? conf->workers : 1) * conf->nup;
+    t->ups = calloc(conf->nup ? conf->nup : 1, sizeof(*t->ups));
+    t->upstream = calloc(conf->nup ? conf->nup : 1, sizeof(*t->upstream));
+    t->slots = calloc(t->nslots ? t->nslots : 1, sizeof(*t->slots));
+    if (t->ups == NULL || t->upstream == NULL || t->slots == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (cfg->tls_cert[0]) {
-        t->server = server_ctx_new(cfg, err, errlen);
+    for (unsigned i = 0; i < conf->nup; i++)
+        t->ups[i] = conf->up[i];
+    t->conf.up = t->ups;
+    if (conf->cert[0]) {
+        t->server = server_ctx_new(conf, err, errlen);
         if (t->server == NULL)
             goto fail;
         log_server_ctx(t->server, "TLS on the listener");
-        if (cfg->tls_client_ca[0])
+        if (conf->client_ca[0])
             tt_log_info("TLS on the listener: client certificates required, "
-                        "CA %s", cfg->tls_client_ca);
+                        "CA %s", conf->client_ca);
     }
-    for (unsigned i = 0; i < srv->ntargets; i++) {
-        const struct tt_target *tg = &srv->targets[i];
-        if (!tg->url.tls)
+    for (unsigned i = 0; i < conf->nup; i++) {
+        const struct tt_tls_upstream *tg = &t->ups[i];
+        if (tg->host == NULL)
             continue;
         t->upstream[i] = upstream_ctx_new(tg, err, errlen);
         if (t->upstream[i] == NULL)
@@ -642,7 +647,7 @@ int tt_tls_setup(struct tt_server *srv, struct tt_tls_ctx **out, char *err,
         if (tg->insecure)
             tt_log_warn("%s: the certificate of upstream %s is NOT verified; anyone "
                         "on the path can read and alter traffic",
-                        tg->sh ? "insecure" : "--upstream-insecure", tg->name);
+                        tg->shadow ? "insecure" : "--upstream-insecure", tg->name);
     }
     *out = t;
     return 0;
@@ -653,11 +658,11 @@ fail:
 
 void tt_tls_reload(struct tt_tls_ctx *t)
 {
-    const struct tt_config *cfg = &t->srv->cfg;
+    const struct tt_tls_conf *cfg = &t->conf;
     char err[512];
     SSL_CTX *fresh;
 
-    if (cfg->tls_cert[0]) {
+    if (cfg->cert[0]) {
         fresh = server_ctx_new(cfg, err, sizeof(err));
         if (fresh == NULL) {
             tt_log_error("reload: %s (keeping the current listener certificate)", err);
@@ -666,9 +671,9 @@ void tt_tls_reload(struct tt_tls_ctx *t)
             ctx_swap(t, &t->server, fresh);
         }
     }
-    for (unsigned i = 0; i < t->srv->ntargets; i++) {
-        const struct tt_target *tg = &t->srv->targets[i];
-        if (!tg->url.tls)
+    for (unsigned i = 0; i < cfg->nup; i++) {
+        const struct tt_tls_upstream *tg = &t->ups[i];
+        if (tg->host == NULL)
             continue;
         fresh = upstream_ctx_new(tg, err, sizeof(err));
         if (fresh == NULL) {
@@ -694,8 +699,10 @@ void tt_tls_free(struct tt_tls_ctx *t)
     }
     free(t->slots);
     SSL_CTX_free(t->server);
-    for (i = 0; i < TT_MAX_TARGETS; i++)
+    for (i = 0; t->upstream != NULL && i < t->conf.nup; i++)
         SSL_CTX_free(t->upstream[i]);
+    free(t->upstream);
+    free(t->ups);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }

@@ -1,19 +1,24 @@
 /*
  * TLS for both directions: the bufferevent a connection runs on (plain or
- * OpenSSL), contexts, verification and reload.  Called by proxy/conn.c
- * (client side), proxy/upstream.c (upstream side) and proxy/server.c
- * (contexts at start and on SIGHUP).
+ * OpenSSL), contexts, verification and reload.  tls/ knows no connection,
+ * worker or target: it is handed what it needs (an event base, the
+ * context, a worker's number and an upstream's number).  Called by
+ * proxy/conn.c (the client side), proxy/upstream.c (the upstream side:
+ * connect, handshake, close), proxy/leg.c (naming a TLS error on a
+ * response) and proxy/server.c (contexts at start and on SIGHUP; it has
+ * proxy/target.c describe the targets to tls/).
  *
  * An https:// upstream connection is made in two steps so that the record
  * can tell the TCP connect from the TLS handshake:
  *
- *   tt_tls_upstream_bev()  plain socket bufferevent, TCP connect (DNS too)
+ *   tt_tls_connect_bev()   plain socket bufferevent, TCP connect (DNS too)
  *        | BEV_EVENT_CONNECTED: stamp "connected"
- *   tt_tls_upstream_start() the same socket, now an OpenSSL bufferevent
+ *   tt_tls_connect_start() the same socket, now an OpenSSL bufferevent
  *        | BEV_EVENT_CONNECTED: stamp "tls done" (handshake verified)
  *
- * No bufferevent made here defers its callbacks (proxy/conn.c stamps the
- * time at the top of each callback).
+ * No bufferevent made here defers its callbacks (their owners, proxy/conn.c,
+ * proxy/upstream.c and proxy/leg.c, stamp the time at the top of each
+ * callback).
  */
 #ifndef TT_TLS_H
 #define TT_TLS_H
@@ -22,29 +27,63 @@
 #include <event2/util.h>
 
 struct bufferevent;
-struct tt_worker;
-struct tt_target;
+struct event_base;
+struct tt_tls_ctx;
 
-/* the bufferevent for an accepted client socket (TLS when configured);
- * NULL on failure, the socket is then still open */
-struct bufferevent *tt_tls_server_bev(struct tt_worker *w, evutil_socket_t fd);
+/* TLS to one upstream: what its context is made of.  The strings are
+ * borrowed and must outlive the context (a reload reads the files again). */
+struct tt_tls_upstream {
+    const char *host;           /* NULL: plain http://, no context; else the
+                                 * SNI and the name (or address) its
+                                 * certificate must bear */
+    const char *name;           /* for messages: "primary" or the shadow's */
+    int         shadow;         /* its settings are [shadow.NAME] keys, not
+                                 * --upstream-* flags (for messages) */
+    const char *ca, *cert, *key;    /* "" when not set */
+    int         insecure;       /* no verification */
+};
 
-/* an unconnected plain socket bufferevent for an upstream connection (the
- * TCP step, also for https://); NULL on failure */
-struct bufferevent *tt_tls_upstream_bev(struct tt_worker *w);
+/* what tt_tls_new() builds the contexts from; strings borrowed as above */
+struct tt_tls_conf {
+    const char *cert, *key;     /* the listener's; cert "": plain TCP */
+    const char *client_ca;      /* "": no client certificates asked for */
+    unsigned    workers;        /* worker threads (a session slot each) */
+    const struct tt_tls_upstream *up;   /* [nup], by upstream number */
+    unsigned    nup;
+};
 
 /*
- * The TCP connect of <tcp> (from tt_tls_upstream_bev()) completed: move its
- * socket to a new OpenSSL bufferevent that starts the client handshake
- * (SNI, hostname check, session resumption, client certificate).  <tcp> is
+ * Build the TLS contexts <conf> asks for.  <*out> is NULL when neither
+ * side uses TLS.  Returns 0, or -1 with <err> set.
+ */
+int  tt_tls_new(const struct tt_tls_conf *conf, struct tt_tls_ctx **out,
+                char *err, size_t errlen);
+/* SIGHUP: load certificates again; keeps the old ones on failure */
+void tt_tls_reload(struct tt_tls_ctx *t);
+void tt_tls_free(struct tt_tls_ctx *t);
+
+/* the bufferevent on <base> for an accepted client socket (TLS when <t>
+ * has a listener context); NULL on failure, the socket is then still open */
+struct bufferevent *tt_tls_accept_bev(struct tt_tls_ctx *t,
+                                      struct event_base *base,
+                                      evutil_socket_t fd);
+
+/* an unconnected plain socket bufferevent on <base> for an upstream
+ * connection (the TCP step, also for https://); NULL on failure */
+struct bufferevent *tt_tls_connect_bev(struct event_base *base);
+
+/*
+ * The TCP connect of <tcp> (from tt_tls_connect_bev()) to upstream number
+ * <up> completed: move its socket to a new OpenSSL bufferevent on the same
+ * base that starts the client handshake (SNI, hostname check, session
+ * resumption from worker <worker>'s slot, client certificate).  <tcp> is
  * freed in every case.  Returns the new bufferevent (no callbacks set yet;
  * BEV_EVENT_CONNECTED fires once the handshake is done), or NULL with
  * <why> set and the socket closed.
  */
-struct bufferevent *tt_tls_upstream_start(struct tt_worker *w,
-                                          const struct tt_target *tg,
-                                          struct bufferevent *tcp,
-                                          char *why, size_t whylen);
+struct bufferevent *tt_tls_connect_start(struct tt_tls_ctx *t, int worker,
+                                         unsigned up, struct bufferevent *tcp,
+                                         char *why, size_t whylen);
 
 /*
  * Log pending OpenSSL errors of <bev> (if TLS) at info level; returns the
@@ -63,17 +102,23 @@ const char *tt_tls_log_errors(struct bufferevent *bev, const char *side);
  */
 void tt_tls_close(struct bufferevent *bev, int clean);
 
-struct tt_server;
-struct tt_tls_ctx;
-
 /*
- * Build the TLS contexts the configuration asks for.  <*out> is NULL when
- * neither side uses TLS.  Returns 0, or -1 with <err> set.
+ * Transitional: the entry points as proxy/ calls them today, from before
+ * tls/ took its parameters.  Defined in proxy/tls_compat.c (the server
+ * floor: they reach into the worker and the server); that file and this
+ * block go once proxy/conn.c, proxy/upstream.c and proxy/server.c call the
+ * functions above (and proxy/target.c's tt_targets_tls()) themselves.
  */
+struct tt_worker;
+struct tt_server;
+struct tt_target;
+struct bufferevent *tt_tls_server_bev(struct tt_worker *w, evutil_socket_t fd);
+struct bufferevent *tt_tls_upstream_bev(struct tt_worker *w);
+struct bufferevent *tt_tls_upstream_start(struct tt_worker *w,
+                                          const struct tt_target *tg,
+                                          struct bufferevent *tcp,
+                                          char *why, size_t whylen);
 int  tt_tls_setup(struct tt_server *srv, struct tt_tls_ctx **out, char *err,
                   size_t errlen);
-/* SIGHUP: load certificates again; keeps the old ones on failure */
-void tt_tls_reload(struct tt_tls_ctx *t);
-void tt_tls_free(struct tt_tls_ctx *t);
 
 #endif

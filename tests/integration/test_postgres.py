@@ -189,7 +189,7 @@ def test_summary_view_equals_report_across_instances(t):
                                 ("inter_token_latency", "itl", "itl")):
             for i, p in enumerate(PCTS):
                 want = rep[metric][p]
-                # the report keeps exact values as float32 (metrics/report_set.h):
+                # the report keeps exact values as float32 (metrics/report/report_set.h):
                 # on those, percentile_cont and the report agree exactly
                 t.check(close(exact[key][ex][i], want, SAME),
                         f"{key}: {metric} {p} on float32 values: {exact[key][ex][i]} vs {want}")

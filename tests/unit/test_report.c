@@ -1,7 +1,7 @@
 /*
- * Unit tests for the report's statistics (metrics/report_stats.c) and
- * record parsing (metrics/report_set.c) and timeslices
- * (metrics/report_slice.c), against hand-computed answers.
+ * Unit tests for the statistics (metrics/stats.c) and the report's
+ * record parsing (metrics/report/report_set.c) and timeslices
+ * (metrics/report/report_slice.c), against hand-computed answers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "metrics/report_set.h"
-#include "metrics/report_slice.h"
-#include "metrics/report_stats.h"
+#include "metrics/report/report_set.h"
+#include "metrics/report/report_slice.h"
+#include "metrics/stats.h"
 
 #define NEAR(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol))
 

@@ -4,17 +4,17 @@
  *   tokentap report A.jsonl [more.jsonl ...] [options]
  *
  * reads the records as a stream into a bounded record set
- * (metrics/report_set.c), then prints an AIPerf-style console table
+ * (metrics/report/report_set.c), then prints an AIPerf-style console table
  * (per-metric avg/min/max/p1..p99/std/count, then throughput, goodput and
  * the good request fraction with its Wilson interval, errors by type,
  * token count sources) and, on request, writes AIPerf's
  * profile_export_aiperf.{json,csv} (--export), a mooncake_trace file
- * (--trace), plots (--plot, metrics/report_plot.c) and a side-by-side,
+ * (--trace), plots (--plot, metrics/report/report_plot.c) and a side-by-side,
  * paired-when-possible comparison with a second set (--compare).
- * The statistics and their conventions are in metrics/report_stats.h;
+ * The statistics and their conventions are in metrics/stats.h;
  * docs/report.md is the user's guide.
  */
-#include "metrics/report.h"
+#include "metrics/report/report.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -30,10 +30,10 @@
 #include <unistd.h>
 
 #include "metrics/metric.h"
-#include "metrics/report_plot.h"
-#include "metrics/report_set.h"
-#include "metrics/report_slice.h"
-#include "metrics/report_stats.h"
+#include "metrics/report/report_plot.h"
+#include "metrics/report/report_set.h"
+#include "metrics/report/report_slice.h"
+#include "metrics/stats.h"
 #include "metrics/slo.h"
 
 #ifndef TT_VERSION

@@ -1,7 +1,7 @@
 /*
- * Timeslices of a record set: see metrics/report_slice.h.
+ * Timeslices of a record set: see metrics/report/report_slice.h.
  */
-#include "metrics/report_slice.h"
+#include "metrics/report/report_slice.h"
 
 #include <errno.h>
 #include <math.h>

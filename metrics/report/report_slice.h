@@ -2,10 +2,10 @@
  * Timeslices for the offline report (--slice-duration): the records of a
  * set cut into consecutive windows of one width, each with its own
  * per-metric statistics, throughput, goodput and good fraction.  Owned by
- * metrics/report_slice.c; used by metrics/report.c (the over-time table
+ * metrics/report/report_slice.c; used by report.c (the over-time table
  * and AIPerf's profile_export_aiperf_timeslices.{csv,json}) and by
- * metrics/report_plot.c (the attainment-over-time panel), so both read
- * the same slices.
+ * report_plot.c (the attainment-over-time panel), so both read the same
+ * slices.
  *
  * A record belongs to the slice holding its request_start_ns.  Slices
  * start at origin + k * width (origin 0: aligned to the clock, so 5m
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "metrics/report_set.h"
+#include "metrics/report/report_set.h"
 
 #define TT_RSLICE_MAX 100000          /* slices per set */
 

@@ -1,9 +1,9 @@
 /*
  * Record sets for the offline report: the streaming JSONL reader, the
  * per-record parse (cJSON), filters, goodput judging and the bounded
- * stores behind the report's statistics.  See metrics/report_set.h.
+ * stores behind the report's statistics.  See metrics/report/report_set.h.
  */
-#include "metrics/report_set.h"
+#include "metrics/report/report_set.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>

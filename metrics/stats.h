@@ -1,9 +1,11 @@
 /*
- * Statistics for the offline report (tokentap report, metrics/report.c):
- * running moments, exact percentiles by linear interpolation, the
- * small-sample rule, the Wilson score interval and the distribution-free
- * confidence interval of a median.  Pure functions, no allocation, no
- * global state; unit-tested in tests/unit/test_report.c.
+ * Statistics: running moments, exact percentiles by linear interpolation,
+ * the small-sample rule, the Wilson score interval and the
+ * distribution-free confidence interval of a median.  Pure functions, no
+ * allocation, no global state; unit-tested in tests/unit/test_report.c.
+ * Used by the offline report (tokentap report, metrics/report/) and by
+ * the live paired comparison of shadows (metrics/pairs.c, the median
+ * interval).
  *
  * Conventions (chosen to match AIPerf, see docs/report.md):
  *   percentile  numpy's default "linear" method: on the ascending sample
@@ -12,8 +14,8 @@
  *               x[floor(h)] + (h - floor(h)) * (x[floor(h)+1] - x[floor(h)]).
  *   std         population standard deviation (numpy's np.std, ddof = 0).
  */
-#ifndef TT_REPORT_STATS_H
-#define TT_REPORT_STATS_H
+#ifndef TT_STATS_H
+#define TT_STATS_H
 
 #include <stddef.h>
 #include <stdint.h>

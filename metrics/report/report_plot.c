@@ -11,11 +11,11 @@
  * CDFs are drawn from the exact sorted values (downsampled to at most
  * CDF_POINTS points evenly spaced in rank); the x axis ends at the larger
  * of 1.1 x p99.5 and 1.15 x the SLO limit (never beyond the maximum),
- * saying so when the tail is cut.  See metrics/report_plot.h.
+ * saying so when the tail is cut.  See metrics/report/report_plot.h.
  */
-#include "metrics/report_plot.h"
+#include "metrics/report/report_plot.h"
 
-#include "metrics/report_slice.h"
+#include "metrics/report/report_slice.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -303,7 +303,7 @@ static void scatter_panel(FILE *f, struct panel *p, struct tt_rset **sets, int n
 }
 
 /*
- * Attainment over time: the slices of metrics/report_slice.c, the same
+ * Attainment over time: the slices of metrics/report/report_slice.c, the same
  * the report's over-time table prints: --slice-duration when given
  * (clock-aligned), else about 25 requests per slice (5 to TIME_BINS)
  * from the first request.

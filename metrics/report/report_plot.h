@@ -3,8 +3,8 @@
  * no scripts, no network) with CDFs of TTFT, TTFO, ITL and request
  * latency (SLO limits drawn as vertical lines), the workload map (input
  * vs output length) and SLO attainment over time; an .html path wraps the
- * same SVG in a page.  Owned by metrics/report_plot.c, called by
- * metrics/report.c.
+ * same SVG in a page.  Owned by metrics/report/report_plot.c, called by
+ * report.c.
  */
 #ifndef TT_REPORT_PLOT_H
 #define TT_REPORT_PLOT_H
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "metrics/report_set.h"
+#include "metrics/report/report_set.h"
 #include "metrics/slo.h"
 
 /*

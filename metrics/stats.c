@@ -1,9 +1,9 @@
 /*
- * Report statistics: moments, linear-interpolation percentiles, the
- * small-sample rule, Wilson and median intervals.  See
- * metrics/report_stats.h for the definitions each function implements.
+ * Statistics: moments, linear-interpolation percentiles, the small-sample
+ * rule, Wilson and median intervals.  See metrics/stats.h for the
+ * definitions each function implements.
  */
-#include "metrics/report_stats.h"
+#include "metrics/stats.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,9 +2,9 @@
  * A record set for the offline report: reads tokentap records (JSONL,
  * schema "tokentap.record/1"; AIPerf profile_export.jsonl lines are read
  * too) as a stream, applies the filters, judges goodput, and keeps what
- * the report needs in bounded memory.  Owned by metrics/report_set.c;
- * used by metrics/report.c (tables, exports, trace, comparison) and
- * metrics/report_plot.c.
+ * the report needs in bounded memory.  Owned by
+ * metrics/report/report_set.c; used by report.c (tables, exports, trace,
+ * comparison), report_slice.c and report_plot.c.
  *
  * Memory (per set; the comparison holds two):
  *   rows   64 bytes per record for the first <max_exact> records (one
@@ -28,7 +28,7 @@
 #include "metrics/errkind.h"
 #include "metrics/hist.h"
 #include "metrics/metric.h"
-#include "metrics/report_stats.h"
+#include "metrics/stats.h"
 #include "metrics/slo.h"
 
 #define TT_RPT_DEFAULT_MAX_EXACT 2000000u
