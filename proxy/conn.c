@@ -1517,7 +1517,7 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
         return NULL;
     }
     c->w = w;
-    c->cbev = tt_tls_server_bev(w, fd);
+    c->cbev = tt_tls_accept_bev(w->tls, w->base, fd);
     c->ctimer = evtimer_new(w->base, ctimer_cb, c);
     c->stage = evbuffer_new();
     tt_head_init(&c->rqh, cfg->max_header_bytes, cfg->max_headers);

@@ -335,6 +335,7 @@ static int worker_init(struct tt_server *srv, struct tt_worker *w, int id,
     w->targets = srv->targets;
     w->ntargets = srv->ntargets;
     w->pairs = srv->pairs;
+    w->tls = srv->tls;
     w->report = report_request;
     w->agg = agg;
     tt_agg_add_delay(agg, &w->delay);
@@ -508,7 +509,7 @@ int tt_server_run(const struct tt_config *cfg, int argc, char **argv)
         goto out;
     }
     srv->have_slo = cfg->goodput[0] != '\0' || cfg->n_model_slos > 0;
-    if (tt_tls_setup(srv, &srv->tls, err, sizeof(err)) < 0) {
+    if (tt_targets_tls(&srv->cfg, srv->targets, srv->ntargets, &srv->tls, err, sizeof(err)) < 0) {
         tt_log_error("%s", err);
         goto out;
     }

@@ -144,7 +144,7 @@ static void connect_event(struct bufferevent *bev, short what, void *arg)
             char why[256], msg[1024];
 
             u->connected = now;
-            u->bev = tt_tls_upstream_start(u->w, u->t, u->bev, why, sizeof(why));
+            u->bev = tt_tls_connect_start(u->w->tls, u->w->id, u->t->idx, u->bev, why, sizeof(why));
             if (u->bev == NULL) {
                 snprintf(msg, sizeof(msg), "TLS to upstream %s:%s: %s",
                          url->host, url->port, why);
@@ -213,7 +213,7 @@ int tt_upstream_new(struct tt_worker *w, const struct tt_target *t,
     u->cbs = cbs;
     u->owner = arg;
     u->connecting = 1;
-    u->bev = tt_tls_upstream_bev(w);
+    u->bev = tt_tls_connect_bev(w->base);
     if (u->bev == NULL) {
         free(u);
         cbs->failed(arg, 502, "upstream_connect", "cannot create a connection");

@@ -31,6 +31,7 @@ struct tt_upconn;
 struct tt_request;
 struct tt_server;
 struct tt_pairs;
+struct tt_tls_ctx;
 struct tt_listen_guard;
 struct tt_linger;
 
@@ -56,6 +57,7 @@ struct tt_worker {
                                         * inflight counts are shared, atomic) */
     unsigned               ntargets;
     struct tt_pairs       *pairs;      /* borrowed: shadow comparisons, or NULL */
+    struct tt_tls_ctx     *tls;        /* borrowed: the TLS contexts (tls/tls.h), or NULL */
     /* what becomes of a finished request: metrics, SLO, aggregates,
      * records (set by proxy/server.c) */
     void                 (*report)(struct tt_worker *w, struct tt_request *r);

@@ -102,23 +102,4 @@ const char *tt_tls_log_errors(struct bufferevent *bev, const char *side);
  */
 void tt_tls_close(struct bufferevent *bev, int clean);
 
-/*
- * Transitional: the entry points as proxy/ calls them today, from before
- * tls/ took its parameters.  Defined in proxy/tls_compat.c (the server
- * floor: they reach into the worker and the server); that file and this
- * block go once proxy/conn.c, proxy/upstream.c and proxy/server.c call the
- * functions above (and proxy/target.c's tt_targets_tls()) themselves.
- */
-struct tt_worker;
-struct tt_server;
-struct tt_target;
-struct bufferevent *tt_tls_server_bev(struct tt_worker *w, evutil_socket_t fd);
-struct bufferevent *tt_tls_upstream_bev(struct tt_worker *w);
-struct bufferevent *tt_tls_upstream_start(struct tt_worker *w,
-                                          const struct tt_target *tg,
-                                          struct bufferevent *tcp,
-                                          char *why, size_t whylen);
-int  tt_tls_setup(struct tt_server *srv, struct tt_tls_ctx **out, char *err,
-                  size_t errlen);
-
 #endif
