@@ -33,6 +33,7 @@
 #include "metrics/semconv.h"
 #include "metrics/slo.h"
 #include "proxy/config.h"
+#include "proxy/log.h"
 #include "proxy/man.h"
 #include "proxy/stream.h"
 #include "proxy/url.h"

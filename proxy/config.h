@@ -10,8 +10,8 @@
 #include <stdio.h>
 
 #include "metrics/request.h"
+#include "proxy/log.h"           /* TT_PATH_MAX, the log enums */
 
-#define TT_PATH_MAX 1024
 #define TT_CONFIG_SLO_MODELS 16     /* [slo.MODEL] sections kept */
 #define TT_CONFIG_KEYS       96     /* config keys (the option table) at most */
 #define TT_CONFIG_MAX_ERRORS 20     /* errors of a file listed, the rest counted */
@@ -28,8 +28,6 @@ struct tt_config_model_slo {
 
 enum tt_otlp_protocol { TT_OTLP_PROTOBUF = 0, TT_OTLP_JSON };
 
-enum tt_log_level { TT_LOG_ERROR = 0, TT_LOG_WARN, TT_LOG_INFO, TT_LOG_DEBUG };
-enum tt_log_format { TT_LOG_LOGFMT = 0, TT_LOG_JSON };
 
 /* [shadow.NAME] sections: as many as the numbers keep apart */
 #define TT_MAX_SHADOWS      (TT_MAX_UPSTREAMS - 1)

@@ -253,6 +253,11 @@ const char *tt_head_get(const struct tt_head *h, const char *name,
     return NULL;
 }
 
+const char *tt_head_lookup(const void *h, const char *name, size_t *vlen)
+{
+    return tt_head_get(h, name, vlen);
+}
+
 /* does the comma-separated list <v,len> contain <token,tl>? */
 static int list_has_n(const char *v, size_t len, const char *token, size_t tl)
 {

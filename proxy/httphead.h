@@ -50,6 +50,9 @@ void tt_head_scan(struct tt_head *h, const char *p, size_t len);
 /* first value of header <name> (case-insensitive), NULL if absent */
 const char *tt_head_get(const struct tt_head *h, const char *name,
                         size_t *vlen);
+/* tt_head_get() for a caller that takes any head (tt_header_fn of
+ * proxy/stream.h) */
+const char *tt_head_lookup(const void *h, const char *name, size_t *vlen);
 /* does a comma-separated header <name> contain <token>? */
 int tt_head_has_token(const struct tt_head *h, const char *name,
                       const char *token);

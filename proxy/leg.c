@@ -679,7 +679,7 @@ static int response_head(struct tt_leg *l)
         l->stream = tt_stream_new(l->req, l->req->api, ctype,
                                   (enum tt_think_mode)CFG(l)->think_tags);
         /* server timing headers (TGI x-*, openai-processing-ms) */
-        tt_stream_head(l->stream, &l->rsh);
+        tt_stream_head(l->stream, tt_head_lookup, &l->rsh);
     }
     if (status == 101) {
         l->req->upgraded = 1;

@@ -20,7 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proxy/config.h"
+#define TT_PATH_MAX 1024            /* the longest file path a setting names */
+
+enum tt_log_level { TT_LOG_ERROR = 0, TT_LOG_WARN, TT_LOG_INFO, TT_LOG_DEBUG };
+enum tt_log_format { TT_LOG_LOGFMT = 0, TT_LOG_JSON };
 
 extern int tt_log_level;    /* enum tt_log_level; default TT_LOG_INFO */
 extern int tt_log_format;   /* enum tt_log_format; default TT_LOG_LOGFMT */

@@ -52,7 +52,6 @@
 #include <string.h>
 
 #include "proxy/decode.h"
-#include "proxy/httphead.h"
 
 /* one SSE event / NDJSON line (max_event_bytes, set at start) */
 size_t tt_stream_event_max = 1024u * 1024;
@@ -432,7 +431,7 @@ void tt_stream_end(struct tt_stream *st, int complete, uint64_t now)
 }
 
 /* a header value in ms (TGI's x-* and OpenAI's headers are plain numbers) */
-static void header_ms(struct tt_stream *st, const struct tt_head *h,
+static void header_ms(struct tt_stream *st, tt_header_fn *get, const void *h,
                       const char *name, enum tt_srv k)
 {
     char tmp[32], *end;
@@ -440,7 +439,7 @@ static void header_ms(struct tt_stream *st, const struct tt_head *h,
     size_t n;
     double d;
 
-    v = tt_head_get(h, name, &n);
+    v = get(h, name, &n);
     if (v == NULL || n == 0 || n >= sizeof(tmp))
         return;
     memcpy(tmp, v, n);
@@ -452,7 +451,7 @@ static void header_ms(struct tt_stream *st, const struct tt_head *h,
         tt_request_server(st->r, k, d);
 }
 
-void tt_stream_head(struct tt_stream *st, const struct tt_head *h)
+void tt_stream_head(struct tt_stream *st, tt_header_fn *get, const void *h)
 {
     static const struct { const char *name; enum tt_srv k; } fields[] = {
         { "x-queue-time",         TT_SRV_QUEUE_MS },
@@ -468,7 +467,7 @@ void tt_stream_head(struct tt_stream *st, const struct tt_head *h)
     if (st == NULL || h == NULL)
         return;
     for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-        header_ms(st, h, fields[i].name, fields[i].k);
+        header_ms(st, get, h, fields[i].name, fields[i].k);
 }
 
 void tt_stream_free(struct tt_stream *st)

@@ -17,7 +17,6 @@
 #include "metrics/request.h"
 #include "proxy/think.h"        /* enum tt_think_mode */
 
-struct tt_head;
 
 /* detect the API from the request path (query string allowed) */
 enum tt_api tt_api_detect(const char *path, size_t len);
@@ -40,7 +39,9 @@ struct tt_stream *tt_stream_new(struct tt_request *r, enum tt_api api,
  * r->s.server.  Called once, right after tt_stream_new(), with the upstream
  * response head.  <st> may be NULL.
  */
-void tt_stream_head(struct tt_stream *st, const struct tt_head *h);
+/* the value of header <name> (lower case) of <head>, or NULL; its length in *len */
+typedef const char *tt_header_fn(const void *head, const char *name, size_t *len);
+void tt_stream_head(struct tt_stream *st, tt_header_fn *get, const void *head);
 
 /*
  * A decoder for the events of a message transport (a WebSocket turn, SPEC

@@ -1242,7 +1242,7 @@ static void test_server_headers(void **state)
     tt_request_init(&r);
     r.status = 200;
     st = tt_stream_new(&r, TT_API_TGI, JSON, TT_THINK_AUTO);
-    tt_stream_head(st, &h);
+    tt_stream_head(st, tt_head_lookup, &h);
     tt_stream_feed(st, body, strlen(body), 5);
     tt_stream_end(st, 1, 6);
     tt_stream_free(st);
