@@ -30,9 +30,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "proxy/decode.h"
-#include "proxy/jsonarena.h"
-#include "proxy/stream.h"
+#include "proxy/decode/decode.h"
+#include "proxy/base/jsonarena.h"
+#include "proxy/decode/stream.h"
 
 static const char *const shapes[] = {
     "common", "int19", "negint", "float", "obfusc", "escapes", "nested",

@@ -1,7 +1,7 @@
 /*
  * The cost per event of decoding a Responses stream three ways: as SSE
  * (tt_stream_feed, what an HTTP stream costs), and as the server messages
- * of a WebSocket turn (proxy/wsturn.c over proxy/ws.c), plain and with
+ * of a WebSocket turn (proxy/http/wsturn.c over proxy/decode/ws.c), plain and with
  * permessage-deflate (context takeover, 15 bits: inflate included).  The
  * events are a captured Responses stream, one JSON object per line, the
  * delta events repeated to make a long answer.  For a repeatable figure
@@ -21,10 +21,10 @@
 
 #include <event2/buffer.h>
 
-#include "proxy/httphead.h"
-#include "proxy/stream.h"
-#include "proxy/ws.h"
-#include "proxy/wsturn.h"
+#include "proxy/http/httphead.h"
+#include "proxy/decode/stream.h"
+#include "proxy/decode/ws.h"
+#include "proxy/http/wsturn.h"
 
 static unsigned long long events_seen;
 

@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for proxy/chunks.c: the input (after its first byte)
+ * libFuzzer harness for proxy/decode/chunks.c: the input (after its first byte)
  * is a response body behind a chunked head, parsed twice: by llhttp alone
  * and by tt_chunks_execute(), both in pieces of the size the first byte
  * picks.  The two must agree on the result, the bytes parsed, the
@@ -12,7 +12,7 @@
 
 #include <llhttp.h>
 
-#include "proxy/chunks.h"
+#include "proxy/decode/chunks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,11 +1,11 @@
 /*
  * libFuzzer harness for the configuration: the file parser (libinih plus
- * proxy/config.c), the command-line parser and the URL/address parsers.
+ * proxy/config/config.c), the command-line parser and the URL/address parsers.
  * The first input byte picks the target.  Properties checked beyond "no
  * crash": a file that loads dumps to text that loads to the same config.
  *
  *   clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -fsanitize=fuzzer,address,undefined \
- *     fuzz/fuzz_config.c proxy/config.c proxy/url.c metrics/slo.c \
+ *     fuzz/fuzz_config.c proxy/config/config.c proxy/base/url.c metrics/slo.c \
  *     metrics/metric.c -linih -lm -o fuzz_config
  */
 #include <stdint.h>
@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "metrics/slo.h"
-#include "proxy/config.h"
-#include "proxy/url.h"
+#include "proxy/config/config.h"
+#include "proxy/base/url.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

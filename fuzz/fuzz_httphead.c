@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for proxy/httphead.c: message heads parsed by llhttp
+ * libFuzzer harness for proxy/http/httphead.c: message heads parsed by llhttp
  * (strict, as the proxy builds it) into a tt_head, fed in two pieces at a
  * point the first input byte picks; its low bit picks a request or a
  * response.  Properties checked beyond "no crash": a head that
@@ -17,7 +17,7 @@
 #include <event2/buffer.h>
 #include <llhttp.h>
 
-#include "proxy/httphead.h"
+#include "proxy/http/httphead.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

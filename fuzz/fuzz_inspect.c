@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for proxy/inspect.c: the first input byte picks the
+ * libFuzzer harness for proxy/http/inspect.c: the first input byte picks the
  * request path and the split, the rest is the request body.  The one-pass
  * reading of the body must give what the whole cJSON tree gives
  * (in.whole_tree), refusals included.
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "metrics/request.h"
-#include "proxy/inspect.h"
-#include "proxy/stream.h"
+#include "proxy/http/inspect.h"
+#include "proxy/decode/stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

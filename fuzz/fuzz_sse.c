@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for proxy/sse.c and proxy/ndjson.c: decodes the input
+ * libFuzzer harness for proxy/decode/sse.c and proxy/decode/ndjson.c: decodes the input
  * whole and in pieces chosen by its first bytes, and aborts when the two
  * disagree (split invariance) or a bound is broken.  Build: make fuzz.
  */
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/ndjson.h"
-#include "proxy/sse.h"
+#include "proxy/decode/ndjson.h"
+#include "proxy/decode/sse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

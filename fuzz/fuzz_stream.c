@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for proxy/stream.c (framing, extractors, think filter,
+ * libFuzzer harness for proxy/decode/stream.c (framing, extractors, think filter,
  * JSON arena): the first input byte picks the API, Content-Type and think
  * mode, the second the split; the body is decoded whole and split, and the
  * harness aborts when the facts differ or an invariant breaks.
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "metrics/request.h"
-#include "proxy/stream.h"
+#include "proxy/decode/stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

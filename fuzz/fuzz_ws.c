@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for proxy/ws.c.  The first bytes choose the case:
+ * libFuzzer harness for proxy/decode/ws.c.  The first bytes choose the case:
  *
  *   0  bit 0 the client's direction (masked), bit 1 permessage-deflate,
  *      bit 2 no context takeover, bits 3..5 window bits 8..15,
@@ -20,7 +20,7 @@
 
 #include <event2/buffer.h>
 
-#include "proxy/ws.h"
+#include "proxy/decode/ws.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,10 +3,10 @@
  * families of SPEC section 7 and into the time windows behind /stats.
  * Owned by metrics/agg.c.  The proxy calls tt_agg_observe once per finished
  * request and tt_agg_inflight(+1/-1) around each request; the admin
- * listener (proxy/admin.c) calls tt_agg_prometheus / tt_agg_stats_json.
+ * listener (proxy/server/admin.c) calls tt_agg_prometheus / tt_agg_stats_json.
  *
  * Threads: each aggregator has its own mutex.  The process builds one,
- * shared by every worker thread (proxy/server.c): its lock is taken once
+ * shared by every worker thread (proxy/server/server.c): its lock is taken once
  * per finished request and once per scrape.  The exposition functions
  * take an array of aggregators and can merge several at scrape time
  * (counters and histograms add up; the model-label cap applies to the
@@ -93,7 +93,7 @@ void tt_agg_free(struct tt_agg *a);
 void tt_agg_set_recorder(struct tt_agg *a, struct tt_recorder *rec);
 /*
  * The span exporter's counters, read at each scrape through <fn>(<src>)
- * (the aggregator knows no exporter: proxy/server.c passes it); NULL <fn>:
+ * (the aggregator knows no exporter: proxy/server/server.c passes it); NULL <fn>:
  * no exporter, no families.
  */
 struct tt_span_counts {

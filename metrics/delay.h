@@ -5,8 +5,8 @@
  * -> upstream socket), so that a user can see in production what tokentap
  * adds.  One tt_delay per worker, written only by its thread without a
  * lock (relaxed atomics: a plain add on x86-64), read at scrape time by
- * the admin listener through metrics/agg.c.  Fed by proxy/conn.c and
- * proxy/leg.c.
+ * the admin listener through metrics/agg.c.  Fed by proxy/http/conn.c and
+ * proxy/http/leg.c.
  */
 #ifndef TT_DELAY_H
 #define TT_DELAY_H

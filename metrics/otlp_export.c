@@ -27,8 +27,8 @@
 #include <zlib.h>
 
 #include "metrics/otlp.h"
-#include "proxy/log.h"
-#include "proxy/ratelimit.h"
+#include "proxy/base/log.h"
+#include "proxy/base/ratelimit.h"
 
 #ifndef TT_VERSION
 #define TT_VERSION "0.0.0"

@@ -8,7 +8,7 @@
  * A full queue drops the new span; a batch that cannot be delivered is
  * dropped after its retries; both are counted.
  *
- * Owned by metrics/otlp_export.c; started and stopped by proxy/server.c,
+ * Owned by metrics/otlp_export.c; started and stopped by proxy/server/server.c,
  * read by metrics/agg.c (/metrics counters).
  */
 #ifndef TT_OTLP_EXPORT_H

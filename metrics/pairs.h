@@ -8,7 +8,7 @@
  * A tt_pair collects the legs of one request as they finish (in any
  * order, on the worker's thread); the last leg submits it to the store,
  * which takes its lock once per mirrored request.  Owned by
- * proxy/server.c; fed by tt_worker_request_done(); read by proxy/admin.c
+ * proxy/server/server.c; fed by tt_worker_request_done(); read by proxy/server/admin.c
  * through metrics/agg.c's /stats.
  *
  * Memory: TT_PAIRS_RING samples x 64 bytes per shadow (256 KiB each).

@@ -10,7 +10,7 @@
 
 #include <event2/buffer.h>
 
-#include "proxy/utf8.h"
+#include "proxy/base/utf8.h"
 
 void tt_prom_family(struct evbuffer *out, const char *name, const char *type,
                     const char *help)

@@ -32,9 +32,9 @@
 #include <unistd.h>
 
 #include "metrics/clock.h"
-#include "proxy/log.h"
-#include "proxy/ratelimit.h"
-#include "proxy/utf8.h"
+#include "proxy/base/log.h"
+#include "proxy/base/ratelimit.h"
+#include "proxy/base/utf8.h"
 
 /* ---- a tiny JSON writer ------------------------------------------------ */
 

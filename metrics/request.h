@@ -1,7 +1,7 @@
 /*
  * The request clock: everything tokentap learns about one proxied request,
- * filled by the proxy as bytes pass (proxy/conn.c) and by the stream decoder
- * (proxy/stream.c), then turned into metrics and a record when the request
+ * filled by the proxy as bytes pass (proxy/http/conn.c) and by the stream decoder
+ * (proxy/decode/stream.c), then turned into metrics and a record when the request
  * finishes (metrics/clock.c, metrics/record.c).
  *
  * Times are CLOCK_MONOTONIC nanoseconds; 0 means "not seen".  Every stamp is
@@ -32,9 +32,9 @@ enum tt_api {
 const char *tt_api_name(enum tt_api api);
 
 /* the upstreams a request can go to: the primary (target_idx 0) and its
- * shadows (proxy/target.h).  The aggregates and the paired comparison keep
+ * shadows (proxy/http/target.h).  The aggregates and the paired comparison keep
  * them apart by target_idx; the configuration's limits on shadows are
- * derived from these (proxy/config.h). */
+ * derived from these (proxy/config/config.h). */
 #define TT_MAX_UPSTREAMS      5     /* the primary and 4 shadows */
 #define TT_UPSTREAM_NAME_LEN  32    /* a shadow's name, its NUL included */
 
@@ -62,7 +62,7 @@ enum tt_ts {
     TT_TS_RESPONSE_COMPLETE,
     TT_TS_DELIVERED,
     /* the client's TCP acknowledged the last byte of (SPEC section 12;
-     * same order as enum tt_dmark in proxy/delivery.h) */
+     * same order as enum tt_dmark in proxy/http/delivery.h) */
     TT_TS_FIRST_TOKEN_ACKED,
     TT_TS_FIRST_OUTPUT_TOKEN_ACKED,
     TT_TS_RESPONSE_ACKED,
@@ -101,7 +101,7 @@ enum tt_srv {
 /* record key of each field, as the server names it ("prompt_ms", ...) */
 extern const char *const tt_srv_names[TT_SRV__COUNT];
 
-/* what the stream decoder found in a response body (proxy/stream.c) */
+/* what the stream decoder found in a response body (proxy/decode/stream.c) */
 struct tt_stream_stats {
     uint32_t events;            /* decoded events of any kind */
     uint32_t token_events;      /* events carrying answer, reasoning or tool text */
@@ -132,7 +132,7 @@ struct tt_stream_stats {
 
 /*
  * What reached the client (SPEC section 12), filled when the request ends
- * (proxy/delivery.c); absent from the record unless <on>.
+ * (proxy/http/delivery.c); absent from the record unless <on>.
  */
 struct tt_delivery_stats {
     unsigned on:1;              /* measured: metadata.delivery */
@@ -148,7 +148,7 @@ struct tt_delivery_stats {
 
 /*
  * A WebSocket session (SPEC section 13): each turn is a request of its own
- * and the session one more (status 101); proxy/wsturn.c fills this.
+ * and the session one more (status 101); proxy/http/wsturn.c fills this.
  */
 struct tt_ws_stats {
     unsigned    on:1;           /* carried by a WebSocket: metadata.transport */
@@ -164,7 +164,7 @@ struct tt_pair;
 
 /*
  * W3C trace context of one request (SPEC section 14), decided when its
- * head is handled (proxy/trace.c), exported as a span (metrics/otlp.c).
+ * head is handled (proxy/http/trace.c), exported as a span (metrics/otlp.c).
  * Ids are raw bytes; all zero means absent.
  */
 #define TT_TRACESTATE_MAX 512
@@ -214,14 +214,14 @@ struct tt_request {
     unsigned upstream_reused:1;
     unsigned cancelled:1;       /* client went away before the end */
     unsigned upgraded:1;        /* Upgrade tunnel */
-    unsigned usage_injected:1;  /* --inject-usage rewrote the request (proxy/inject.c) */
+    unsigned usage_injected:1;  /* --inject-usage rewrote the request (proxy/http/inject.c) */
     const char *upstream_name;  /* "primary" or a shadow's name; borrowed */
-    unsigned    target_idx;     /* 0 primary, 1.. shadows (proxy/target.h) */
+    unsigned    target_idx;     /* 0 primary, 1.. shadows (proxy/http/target.h) */
     unsigned    shadow:1;       /* role "shadow": a mirrored copy */
     unsigned    has_digest:1;   /* <digest> is the answer text's (compare_output) */
     uint64_t    digest;         /* FNV-1a 64 of the answer text */
     struct tt_pair *pair;       /* the mirrored request's legs; shared, NULL when none */
-    struct tt_trace trace;      /* span ids (proxy/trace.c) */
+    struct tt_trace trace;      /* span ids (proxy/http/trace.c) */
     const char *inspect_skipped;/* body not read: "budget", "too_large",
                                    "not_json"...; static, NULL = read */
 

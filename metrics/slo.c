@@ -1,6 +1,6 @@
 /*
  * Goodput SLO parsing and judging (see metrics/slo.h, SPEC section 6).
- * Called by proxy/config.c (validation, building the SLO set) and by the
+ * Called by proxy/config/config.c (validation, building the SLO set) and by the
  * request completion path (judging).  No allocation, no global state.
  */
 #include <math.h>

@@ -60,7 +60,7 @@ int tt_slo_parse(const char *spec, struct tt_slo *out, char *err,
  * The milliseconds in one <unit> of a duration (<len> bytes, not
  * NUL-terminated): "us" 0.001, "ms" 1, "s" 1000, "m" 60000; 0 for any
  * other.  Shared by goodput limits and the config's durations
- * (proxy/config.c), so both take the same units.
+ * (proxy/config/config.c), so both take the same units.
  */
 double tt_duration_unit_ms(const char *unit, size_t len);
 

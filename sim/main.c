@@ -18,8 +18,8 @@
 #include <openssl/err.h>
 #include <systemd/sd-daemon.h>
 
-#include "proxy/man.h"
-#include "proxy/ready.h"
+#include "proxy/base/man.h"
+#include "proxy/server/ready.h"
 #include "sim/sim.h"
 
 #ifndef TT_VERSION
@@ -91,7 +91,7 @@ static int usage(FILE *f)
     return ferror(f) ? -1 : 0;
 }
 
-/* tokentap-sim(1), from the --help text above (proxy/man.c) */
+/* tokentap-sim(1), from the --help text above (proxy/base/man.c) */
 static int man_page(FILE *out)
 {
     char *help = NULL;

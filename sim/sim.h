@@ -9,7 +9,7 @@
  *                  response ends (keep-alive, close, truncate, RST)
  *   sim/ws.c       a WebSocket session (the Responses API's WebSocket mode,
  *                  the Realtime API): handshake, client events, turns; the
- *                  frames themselves are proxy/ws.h's
+ *                  frames themselves are proxy/decode/ws.h's
  *   sim/resp.c     one generated or replayed response: the "sim" options,
  *                  the event schedule on absolute timer targets, faults
  *   sim/dialect.c  THE table of API dialects and their event emitters

@@ -8,7 +8,7 @@
  * parameters honoured), the client's frames (a tt_ws_reader: unmasked,
  * reassembled, inflated), our frames (tt_ws_write_msg, compressed with a
  * tt_ws_deflater when negotiated), the client events, and the turns.  The
- * frame code is proxy/ws.c's (one mechanism for the proxy and the sim);
+ * frame code is proxy/decode/ws.c's (one mechanism for the proxy and the sim);
  * only the offer parsing is here, since the proxy reads answers, not offers.
  *
  *   session: 101 --> OPEN --client close / protocol error--> CLOSING
@@ -36,7 +36,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "proxy/ws.h"
+#include "proxy/decode/ws.h"
 #include "sim/sim.h"
 
 #define WS_MAX_MSG   (16u << 20)   /* a client message kept whole (base64 audio) */
@@ -169,7 +169,7 @@ static int window_bits(const char *v, size_t n)
  * permessage-deflate offer (filled in <o>), 0 when it is another extension
  * or an offer we decline (RFC 7692 section 7.1: unknown or repeated
  * parameters, bad values).  server_max_window_bits=8 is fine: the deflater
- * serves it without back references (proxy/ws.c).
+ * serves it without back references (proxy/decode/ws.c).
  */
 static int offer_parse(const char *e, size_t n, struct ws_offer *o)
 {

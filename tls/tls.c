@@ -21,7 +21,7 @@
  * Ends of streams.  OpenSSL 3 reports a peer that closes without
  * close_notify as an error ("unexpected eof"); with
  * SSL_OP_IGNORE_UNEXPECTED_EOF and libevent's dirty-shutdown allowance it is
- * a plain BEV_EVENT_EOF, and proxy/leg.c decides from the HTTP framing
+ * a plain BEV_EVENT_EOF, and proxy/http/leg.c decides from the HTTP framing
  * whether the body was complete (close-delimited) or cut ("truncated").
  *
  * A libevent 2.1 detail.  An OpenSSL bufferevent whose reading stops at
@@ -52,7 +52,7 @@
 #include <event2/bufferevent_struct.h>
 #include <event2/event.h>
 
-#include "proxy/log.h"
+#include "proxy/base/log.h"
 
 /* Mozilla "intermediate" TLS 1.2 suites (ECDHE + AEAD only); TLS 1.3
  * suites are OpenSSL's defaults, all of them AEAD */

@@ -3,10 +3,10 @@
  * OpenSSL), contexts, verification and reload.  tls/ knows no connection,
  * worker or target: it is handed what it needs (an event base, the
  * context, a worker's number and an upstream's number).  Called by
- * proxy/conn.c (the client side), proxy/upstream.c (the upstream side:
- * connect, handshake, close), proxy/leg.c (naming a TLS error on a
- * response) and proxy/server.c (contexts at start and on SIGHUP; it has
- * proxy/target.c describe the targets to tls/).
+ * proxy/http/conn.c (the client side), proxy/http/upstream.c (the upstream side:
+ * connect, handshake, close), proxy/http/leg.c (naming a TLS error on a
+ * response) and proxy/server/server.c (contexts at start and on SIGHUP; it has
+ * proxy/http/target.c describe the targets to tls/).
  *
  * An https:// upstream connection is made in two steps so that the record
  * can tell the TCP connect from the TLS handshake:
@@ -16,8 +16,8 @@
  *   tt_tls_connect_start() the same socket, now an OpenSSL bufferevent
  *        | BEV_EVENT_CONNECTED: stamp "tls done" (handshake verified)
  *
- * No bufferevent made here defers its callbacks (their owners, proxy/conn.c,
- * proxy/upstream.c and proxy/leg.c, stamp the time at the top of each
+ * No bufferevent made here defers its callbacks (their owners, proxy/http/conn.c,
+ * proxy/http/upstream.c and proxy/http/leg.c, stamp the time at the top of each
  * callback).
  */
 #ifndef TT_TLS_H

@@ -1,7 +1,7 @@
 /*
  * tokentap report: offline analysis of record files (SPEC sections 6, 7;
  * docs/report.md).  Apart from the live metrics: nothing of the proxy
- * includes metrics/report/ but proxy/main.c, which calls it for
+ * includes metrics/report/ but proxy/server/main.c, which calls it for
  * `tokentap report ...` with argv[0] == "report".  Owned by report.c;
  * statistics live in metrics/stats.c (shared with the live comparison),
  * reading and storing records in report_set.c, timeslices in

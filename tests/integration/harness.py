@@ -727,7 +727,7 @@ class Proxy(Proc):
 
     def reload(self):
         """SIGHUP, then block until the reload is over: RELOADING=1 and the
-        READY=1 after it (proxy/sdnotify.c); returns that READY message"""
+        READY=1 after it (proxy/server/sdnotify.c); returns that READY message"""
         n = len(self.notify.drain())
         self.signal(signal.SIGHUP)
         self.notify.wait(lambda m: m.get("RELOADING") == "1", 10 * self.ctx.slow, self,

@@ -154,7 +154,7 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
-# the page's formatting (proxy/dashboard.html fmtPct / fmtMs), mirrored
+# the page's formatting (proxy/server/dashboard.html fmtPct / fmtMs), mirrored
 def js_fixed(v, d):
     # Number.prototype.toFixed rounds the exact binary value half up
     from decimal import Decimal, ROUND_HALF_UP
@@ -208,7 +208,7 @@ def check_values(t, b, windows_of):
         t.eq(got.get(k), {v}, f"page value {k}")
 
 
-# the paired comparison's formatting (proxy/dashboard.html fmtSigned,
+# the paired comparison's formatting (proxy/server/dashboard.html fmtSigned,
 # fmtSignedPct, verdict), mirrored
 def fmt_amount(a, unit):
     if unit == "ms":

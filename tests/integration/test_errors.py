@@ -110,7 +110,7 @@ def test_upstream_idle_deadline_moves_with_every_read(t):
     the response head: a stream whose gaps (200 ms) are each shorter than
     --upstream-idle-timeout (500 ms) but which lasts four times as long is
     delivered whole and recorded as a success (the primary's reads are
-    direct, with a lazily re-armed deadline: proxy/upstream.h)"""
+    direct, with a lazily re-armed deadline: proxy/http/upstream.h)"""
     sim = t.sim()
     px = t.proxy(sim.url, extra=["--upstream-idle-timeout", "500ms"])
     r = px.post("/v1/chat/completions",

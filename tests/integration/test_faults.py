@@ -187,7 +187,7 @@ def test_fault_close_after_the_last_bytes_while_the_client_is_behind(t):
     """an upstream that sends a whole Content-Length body and closes at
     once, to a client that reads slowly: the client gets every byte and a
     complete response, the record has no error, and the next request is
-    served.  The case this guards (proxy/leg.c up_eof: the close arriving
+    served.  The case this guards (proxy/http/leg.c up_eof: the close arriving
     while the last bytes still wait in the upstream input because the
     proxy's socket to the client is full) is only reached when the
     kernel's send buffer towards the client fills; on an idle machine it

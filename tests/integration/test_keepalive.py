@@ -59,7 +59,7 @@ def test_curl_multiple_urls_reuse_connection(t):
 def test_bytes_after_a_streamed_response_keep_its_connection_out_of_the_pool(t):
     """an upstream that sends bytes after the end of a chunked response, in
     the same write as its last chunk (read while the body streams: the
-    direct path of proxy/leg.c): the client gets the response exactly and
+    direct path of proxy/http/leg.c): the client gets the response exactly and
     nothing else, the connection is not reused (the bytes could be the
     start of a forged second response), and the next request goes out on
     a new connection"""

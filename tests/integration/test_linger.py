@@ -1,4 +1,4 @@
-"""Lingering close (proxy/linger.h): a client that is still sending when
+"""Lingering close (proxy/http/linger.h): a client that is still sending when
 tokentap answers early (413 for a body over the limit, 503 over the
 connection cap) gets to finish its upload and read the answer, instead of a
 reset that fails its write or destroys the answer; and the lingering is

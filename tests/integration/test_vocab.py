@@ -220,11 +220,12 @@ def test_docs_list_the_defined_kinds(t):
 def test_proxy_sets_only_defined_kinds(t):
     """every type tokentap's proxy records for its own errors is a kind
     (a misspelt one would count as proxy_error)"""
-    call = re.compile(r'\b(?:fail_request|tt_request_set_error|leg_fail|cbs->failed)'
+    call = re.compile(r'\b(?:fail_request|tt_request_set_error|leg_fail|cbs->failed|turn_fail)'
                       r'\s*\(([^;]*?)\);', re.S)
     seen = set()
     pdir = os.path.join(ROOT, "proxy")
-    for fn in sorted(os.listdir(pdir)):
+    for fn in sorted(os.path.relpath(os.path.join(d, f), pdir)
+                     for d, _, fs in os.walk(pdir) for f in fs):
         if not fn.endswith(".c"):
             continue
         with open(os.path.join(pdir, fn)) as f:
@@ -238,5 +239,6 @@ def test_proxy_sets_only_defined_kinds(t):
             for n in names:
                 t.check(n in KINDS, f"proxy/{fn}: type {n!r} is no kind of metrics/errkind.h")
                 seen.add(n)
-    t.check({"bad_request", "upstream_connect", "truncated", "cancelled"} <= seen,
+    t.check({"bad_request", "upstream_connect", "truncated", "cancelled",
+             "stream_parse_error"} <= seen,
             f"the scan found the proxy's types: {sorted(seen)}")

@@ -1,5 +1,5 @@
 /*
- * Unit tests of proxy/admin.c: the four endpoints, 404, 405 and readyz
+ * Unit tests of proxy/server/admin.c: the four endpoints, 404, 405 and readyz
  * while draining, over real sockets to an event base in a second thread.
  */
 #include <setjmp.h>
@@ -21,7 +21,7 @@
 #include <event2/thread.h>
 
 #include "metrics/agg.h"
-#include "proxy/admin.h"
+#include "proxy/server/admin.h"
 
 static struct event_base *base;
 static struct tt_admin *admin;

@@ -1,5 +1,5 @@
 /*
- * tt_chunks_execute() (proxy/chunks.c), which takes canonical complete
+ * tt_chunks_execute() (proxy/decode/chunks.c), which takes canonical complete
  * chunks itself where llhttp stands between two chunks, against llhttp
  * alone: responses of random chunks (sizes of one to several hundred
  * bytes, hex in either case, leading zeros, extensions, sizes of more than
@@ -20,7 +20,7 @@
 
 #include <llhttp.h>
 
-#include "proxy/chunks.h"
+#include "proxy/decode/chunks.h"
 #include "tests/unit/rng.h"
 
 #define BODY_MAX 65536

@@ -363,7 +363,7 @@ static void test_error_kinds(void **state)
         tt_request_reset(&r);
     }
 
-    /* an upstream 400 with an OpenAI error body (proxy/stream.c sets the
+    /* an upstream 400 with an OpenAI error body (proxy/decode/stream.c sets the
      * upstream's type, which lives in r->s): kind upstream_status */
     begin(&r, 0);
     r.status = 400;

@@ -1,6 +1,6 @@
 /*
- * Unit tests for proxy/config.c (option table, file, flags, checks, dump,
- * reference file) and proxy/url.c (upstream URLs, listener addresses).
+ * Unit tests for proxy/config/config.c (option table, file, flags, checks, dump,
+ * reference file) and proxy/base/url.c (upstream URLs, listener addresses).
  * Run from the top of the tree (conf/tokentap.conf is read), or set
  * TT_SRCDIR.
  */
@@ -16,9 +16,9 @@
 #include <cmocka.h>
 
 #include "metrics/slo.h"
-#include "proxy/config.h"
-#include "proxy/stream.h"
-#include "proxy/url.h"
+#include "proxy/config/config.h"
+#include "proxy/decode/stream.h"
+#include "proxy/base/url.h"
 
 static char err[4096];
 static char path[64];

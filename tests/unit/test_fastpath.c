@@ -1,5 +1,5 @@
 /*
- * The openai.chat fast path (proxy/dec_openai_fast.c) against the cJSON
+ * The openai.chat fast path (proxy/decode/dec_openai_fast.c) against the cJSON
  * path: every shared fixture, read as an OpenAI chat stream, whole, one byte
  * at a time and in 30 random splits, with the fast path on and forced off
  * must give the same tt_request (stats, token timestamps, digest, request
@@ -28,8 +28,8 @@
 #include "metrics/clock.h"
 #include "metrics/record.h"
 #include "metrics/request.h"
-#include "proxy/decode.h"
-#include "proxy/stream.h"
+#include "proxy/decode/decode.h"
+#include "proxy/decode/stream.h"
 
 
 
@@ -826,7 +826,7 @@ static void usage_case(const char *const *ev, size_t n, int64_t in, int64_t out,
 
 /*
  * Usage per choice is summed, a repeated or cumulative usage is not, and
- * the fast path and cJSON's agree on each (tt_dec_usage in proxy/decode.c).
+ * the fast path and cJSON's agree on each (tt_dec_usage in proxy/decode/decode.c).
  */
 static void test_usage_per_choice_vs_repeated(void **state)
 {

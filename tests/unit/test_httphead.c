@@ -1,5 +1,5 @@
 /*
- * tt_head_scan() (proxy/httphead.c), which finds obs-fold (a line that
+ * tt_head_scan() (proxy/http/httphead.c), which finds obs-fold (a line that
  * starts with SP or HT) and empty field names (a line that starts with
  * ':') in the raw head bytes, line end to line end: against the byte-by-byte
  * scan it replaced, on heads of random lines cut into random pieces (the
@@ -17,7 +17,7 @@
 #include <event2/buffer.h>
 #include <llhttp.h>
 
-#include "proxy/httphead.h"
+#include "proxy/http/httphead.h"
 #include "tests/unit/rng.h"
 
 /* the reference: every byte looked at */
@@ -121,7 +121,7 @@ static void test_heads(void **state)
     assert_true(h.obs_fold);
 }
 
-/* a head parsed by llhttp into a tt_head, as proxy/conn.c and leg.c do */
+/* a head parsed by llhttp into a tt_head, as proxy/http/conn.c and leg.c do */
 static int on_span_target(llhttp_t *p, const char *at, size_t len)
 {
     return tt_head_target(p->data, at, len) < 0 ? -1 : 0;

@@ -1,5 +1,5 @@
 /*
- * Unit tests of proxy/inject.c (--inject-usage, the pure parts): the
+ * Unit tests of proxy/http/inject.c (--inject-usage, the pure parts): the
  * request rewrite changes nothing but the inserted member, and the response
  * filter turns an injected stream into the bytes the client would have had
  * without the option, event for event, whatever the split (whole, one byte
@@ -25,7 +25,7 @@
 
 #include "tests/unit/fixture.h"
 
-#include "proxy/inject.h"
+#include "proxy/http/inject.h"
 
 /* ---- the request ------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the request inspector (proxy/inspect.c): model, stream,
+ * Unit tests of the request inspector (proxy/http/inspect.c): model, stream,
  * include_usage and max_tokens from each API's request body and path,
  * split feeding, and the bounds (huge, non-JSON, malformed bodies).
  */
@@ -13,8 +13,8 @@
 #include <cmocka.h>
 
 #include "metrics/request.h"
-#include "proxy/inspect.h"
-#include "proxy/stream.h"
+#include "proxy/http/inspect.h"
+#include "proxy/decode/stream.h"
 
 /* inspect <body> for <path>, fed in pieces of <step> bytes (0 = whole) */
 static void inspect(struct tt_request *r, const char *path, const char *body,
@@ -410,7 +410,7 @@ static int same_both_ways(const char *path, const char *body, size_t len)
 }
 
 /*
- * The one-pass reading of the body's top level (proxy/inspect.c) gives the
+ * The one-pass reading of the body's top level (proxy/http/inspect.c) gives the
  * facts the whole cJSON tree gives, and refuses the bodies cJSON refuses,
  * including cJSON's own leniencies: every body here, and every prefix of
  * each (truncated bodies), both ways.

@@ -1,5 +1,5 @@
 /*
- * Unit tests for proxy/log.c's line builder (shared by the log and the
+ * Unit tests for proxy/base/log.c's line builder (shared by the log and the
  * access log): logfmt quoting, JSON escaping, invalid UTF-8, numbers, and
  * lines cut at the buffer's end that stay well formed; the access log's
  * client address as inet_ntop writes it.
@@ -17,8 +17,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include "proxy/access.h"
-#include "proxy/log.h"
+#include "proxy/http/access.h"
+#include "proxy/base/log.h"
 
 /* 2026-05-01T12:00:00.123Z */
 #define WALL 1777636800123000000LL

@@ -1,5 +1,5 @@
 /*
- * Unit tests for proxy/trace.c (W3C traceparent parsing and formatting,
+ * Unit tests for proxy/http/trace.c (W3C traceparent parsing and formatting,
  * trace decisions) and metrics/otlp.c (span filling, the protobuf
  * encoder's nested lengths and field layout, OTLP/JSON), and the
  * exporter's Retry-After parsing.  The integration tests decode the wire
@@ -18,8 +18,8 @@
 #include "metrics/clock.h"
 #include "metrics/otlp.h"
 #include "metrics/otlp_export.h"
-#include "proxy/httphead.h"
-#include "proxy/trace.h"
+#include "proxy/http/httphead.h"
+#include "proxy/http/trace.h"
 
 static int parse(const char *v, uint8_t tid[16], uint8_t pid[8], uint8_t *fl)
 {

@@ -1,6 +1,6 @@
 /*
  * Unit tests for tokentap-sim's WebSocket parts that need no socket: the
- * permessage-deflate offer and our answer (read back with proxy/ws.c's
+ * permessage-deflate offer and our answer (read back with proxy/decode/ws.c's
  * reader of answers), the handshake's checks, ?model=, the realtime usage
  * arithmetic, the second (audio) track's schedule, and the options the
  * sessions added.  Includes the .c files so static functions are

@@ -1,5 +1,5 @@
 /*
- * Unit tests of tt_recv() and tt_send() (proxy/io.c), the per-event
+ * Unit tests of tt_recv() and tt_send() (proxy/http/io.c), the per-event
  * path's recv/send made as the system calls themselves: every outcome the
  * callers branch on is the one recv(2)/send(2) give on the same socket,
  * with a second thread running (the case they exist for): bytes and
@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "proxy/io.h"
+#include "proxy/http/io.h"
 
 static volatile sig_atomic_t sigpipes;
 

@@ -1,7 +1,7 @@
 /*
- * Unit tests of the incremental decoders: proxy/sse.c (WHATWG event-stream
- * rules, bounded memory, split invariance), proxy/ndjson.c, and the JSON
- * arena (proxy/jsonarena.c) they feed.
+ * Unit tests of the incremental decoders: proxy/decode/sse.c (WHATWG event-stream
+ * rules, bounded memory, split invariance), proxy/decode/ndjson.c, and the JSON
+ * arena (proxy/base/jsonarena.c) they feed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,9 +12,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "proxy/jsonarena.h"
-#include "proxy/ndjson.h"
-#include "proxy/sse.h"
+#include "proxy/base/jsonarena.h"
+#include "proxy/decode/ndjson.h"
+#include "proxy/decode/sse.h"
 
 /* events rendered as "name|data\x1e" into one string, for comparisons */
 struct out {

@@ -1,5 +1,5 @@
 /*
- * Unit tests of proxy/stream.c: API detection, every captured stream in
+ * Unit tests of proxy/decode/stream.c: API detection, every captured stream in
  * the shared fixtures (expected figures determined by hand from the files,
  * see the table), split invariance (whole, random pieces, one byte at a
  * time), exact stamps, think tags, errors, truncation, non-streaming bodies.
@@ -20,8 +20,8 @@
 
 #include "metrics/clock.h"
 #include "metrics/request.h"
-#include "proxy/httphead.h"
-#include "proxy/stream.h"
+#include "proxy/http/httphead.h"
+#include "proxy/decode/stream.h"
 
 #define SSE     "text/event-stream"
 #define NDJSON  "application/x-ndjson"

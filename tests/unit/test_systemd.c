@@ -1,5 +1,5 @@
 /*
- * Unit tests of proxy/sdnotify.c and proxy/ready.c: what reaches a real
+ * Unit tests of proxy/server/sdnotify.c and proxy/server/ready.c: what reaches a real
  * NOTIFY_SOCKET (an abstract AF_UNIX datagram socket of the test) from
  * READY=1, STATUS=, RELOADING=1, STOPPING=1 and the watchdog, in
  * particular that an event loop that does not run stops the WATCHDOG=1
@@ -30,8 +30,8 @@
 #include <event2/thread.h>
 
 #include "metrics/agg.h"
-#include "proxy/ready.h"
-#include "proxy/sdnotify.h"
+#include "proxy/server/ready.h"
+#include "proxy/server/sdnotify.h"
 
 static int nsock = -1;
 

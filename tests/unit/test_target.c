@@ -1,5 +1,5 @@
 /*
- * Shadow sampling (proxy/target.c): the fraction mirrored over many
+ * Shadow sampling (proxy/http/target.c): the fraction mirrored over many
  * requests lies within binomial bounds, a sample_key value always gets the
  * same decision, and only the configured APIs are mirrored.
  */
@@ -14,8 +14,8 @@
 #include <cmocka.h>
 
 #include "metrics/request.h"
-#include "proxy/config.h"
-#include "proxy/target.h"
+#include "proxy/config/config.h"
+#include "proxy/http/target.h"
 
 static void build(struct tt_config *c, struct tt_target *t, const char *sample,
                   const char *key, const char *paths)

@@ -1,5 +1,5 @@
 /*
- * WebSocket frames (proxy/ws.c): the RFC 6455 section 5.7 and RFC 7692
+ * WebSocket frames (proxy/decode/ws.c): the RFC 6455 section 5.7 and RFC 7692
  * section 7.2.3 examples byte for byte, both ways; streams of several
  * frames (masked, fragmented, pings between fragments, compressed with a
  * shared window) cut at every byte boundary and fed byte by byte; writer to
@@ -20,7 +20,7 @@
 #include <event2/buffer.h>
 #include <zlib.h>
 
-#include "proxy/ws.h"
+#include "proxy/decode/ws.h"
 #include "tests/unit/rng.h"
 
 /* ---- what a reader handed over, rendered as one string ------------------ */

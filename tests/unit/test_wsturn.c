@@ -1,5 +1,5 @@
 /*
- * WebSocket turns (proxy/wsturn.c): frames written by proxy/ws.c's writer
+ * WebSocket turns (proxy/http/wsturn.c): frames written by proxy/decode/ws.c's writer
  * (compressed or not), fed as the tunnel would, cut at every byte; the turns
  * that come out, their t0, their events and their ends.
  */
@@ -16,10 +16,10 @@
 
 #include <event2/buffer.h>
 
-#include "proxy/httphead.h"
-#include "proxy/stream.h"
-#include "proxy/ws.h"
-#include "proxy/wsturn.h"
+#include "proxy/http/httphead.h"
+#include "proxy/decode/stream.h"
+#include "proxy/decode/ws.h"
+#include "proxy/http/wsturn.h"
 
 #define MAXT 8
 
