@@ -12,7 +12,7 @@
 
 #include "metrics/metric.h"
 
-#define TT_SLO_MAX          20  /* constraints per SLO (>= TT_M__COUNT) */
+#define TT_SLO_MAX          TT_M__COUNT /* constraints per SLO: one per metric at most */
 #define TT_SLO_MODELS_MAX   16  /* per-model SLOs in a set */
 #define TT_SLO_MODEL_LEN    128 /* model name buffer, NUL included */
 
