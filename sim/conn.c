@@ -11,8 +11,12 @@
  *                                      \--> sim_resp_start (sim/resp.c)
  *                                      \--> 101 WebSocket session (sim/ws.c):
  *                                           input --> sim_ws_feed from then on
- *   sim_conn_write --> outq --pump(split)--> bufferevent output --> socket
- *   sim_conn_end(how) --(every byte written)--> keep-alive | close | RST
+ *   conn_write --> outq --pump(split)--> bufferevent output --> socket
+ *   conn_end(how) --(every byte written)--> keep-alive | close | RST
+ *
+ * The floors below (sim/ws.c, sim/resp.c) never call this file by name:
+ * each is handed c->out, a struct sim_out over conn_write(), conn_head(),
+ * conn_reply_error_hdr(), conn_set_split() and conn_end().
  *
  * The pump is what makes "split" real: in random/byte mode it moves the next
  * piece into the bufferevent only when the previous one has been written to
@@ -59,6 +63,7 @@ struct sim_conn {
     int busy;                         /* a request was dispatched, response not ended */
     int upgraded;                     /* 101 sent: raw echo from now on */
     struct sim_ws *ws;                /* owned: 101 sent to a WebSocket API */
+    struct sim_out out;               /* our output, handed to resp and ws */
     int counted;                      /* this request counts in /stats */
     unsigned nreq;
     struct sim_resp *resp;            /* owned; the generated response */
@@ -76,6 +81,7 @@ static llhttp_settings_t parser_settings;
 
 static void conn_free(struct sim_conn *c);
 static void conn_parse(struct sim_conn *c);
+static void conn_end(struct sim_conn *c, enum sim_end how);
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -98,15 +104,6 @@ static int sappend(char **s, size_t *len, const char *p, size_t n)
     t[*len] = '\0';
     *s = t;
     return 0;
-}
-
-const char *sim_req_header(const struct sim_req *q, const char *name)
-{
-    int i;
-    for (i = 0; i < q->nhdrs; i++)
-        if (strcasecmp(q->hdrs[i].name, name) == 0)
-            return q->hdrs[i].value;
-    return NULL;
 }
 
 static void req_reset(struct sim_conn *c)
@@ -260,19 +257,19 @@ static void pump(struct sim_conn *c)
     evbuffer_remove_buffer(c->outq, out, n);
 }
 
-void sim_conn_write(struct sim_conn *c, const void *p, size_t n)
+static void conn_write(struct sim_conn *c, const void *p, size_t n)
 {
     evbuffer_add(c->outq, p, n);
     pump(c);
 }
 
-void sim_conn_write_buffer(struct sim_conn *c, struct evbuffer *b)
+static void conn_write_buffer(struct sim_conn *c, struct evbuffer *b)
 {
     evbuffer_add_buffer(c->outq, b);
     pump(c);
 }
 
-void sim_conn_set_split(struct sim_conn *c, enum sim_split split, uint64_t seed)
+static void conn_set_split(struct sim_conn *c, enum sim_split split, uint64_t seed)
 {
     c->split = split;
     c->rng = seed * 0x9e3779b97f4a7c15ull + 1;
@@ -286,7 +283,7 @@ static void on_pause_done(evutil_socket_t fd, short what, void *arg)
     pump(c);
 }
 
-void sim_conn_head(struct sim_conn *c, int status, const char *ctype,
+static void conn_head(struct sim_conn *c, int status, const char *ctype,
                    long long clen, int keep_alive, const char *extra)
 {
     const char *reason;
@@ -329,26 +326,18 @@ void sim_conn_head(struct sim_conn *c, int status, const char *ctype,
                         keep_alive ? "keep-alive" : "close", c->nreq);
     if (extra && *extra)
         evbuffer_add(b, extra, strlen(extra));
-    sim_conn_write(c, "\r\n", 2);
+    conn_write(c, "\r\n", 2);
 }
 
-void sim_conn_reply(struct sim_conn *c, int status, const char *ctype,
+static void conn_reply(struct sim_conn *c, int status, const char *ctype,
                     const char *body, size_t len, int keep_alive)
 {
-    sim_conn_head(c, status, ctype, (long long)len, keep_alive, "");
-    sim_conn_write(c, body, len);
-    sim_conn_end(c, keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
+    conn_head(c, status, ctype, (long long)len, keep_alive, "");
+    conn_write(c, body, len);
+    conn_end(c, keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
 }
 
-const char *sim_error_type(int status)
-{
-    return status == 404 ? "not_found_error" :
-           status == 401 ? "authentication_error" :
-           status == 429 ? "rate_limit_error" :
-           status >= 500 ? "server_error" : "invalid_request_error";
-}
-
-void sim_conn_reply_error_hdr(struct sim_conn *c, int status, const char *msg,
+static void conn_reply_error_hdr(struct sim_conn *c, int status, const char *msg,
                               int keep_alive, const char *extra)
 {
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
@@ -360,24 +349,58 @@ void sim_conn_reply_error_hdr(struct sim_conn *c, int status, const char *msg,
     cJSON_AddNumberToObject(e, "code", status);
     s = cJSON_PrintUnformatted(o);
     n = s ? strlen(s) : 2;
-    sim_conn_head(c, status, "application/json", (long long)n, keep_alive, extra);
-    sim_conn_write(c, s ? s : "{}", n);
-    sim_conn_end(c, keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
+    conn_head(c, status, "application/json", (long long)n, keep_alive, extra);
+    conn_write(c, s ? s : "{}", n);
+    conn_end(c, keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
     free(s);
     cJSON_Delete(o);
 }
 
-void sim_conn_reply_error(struct sim_conn *c, int status, const char *msg,
+static void conn_reply_error(struct sim_conn *c, int status, const char *msg,
                           int keep_alive)
 {
-    sim_conn_reply_error_hdr(c, status, msg, keep_alive, "");
+    conn_reply_error_hdr(c, status, msg, keep_alive, "");
 }
 
-void sim_conn_end(struct sim_conn *c, enum sim_end how)
+static void conn_end(struct sim_conn *c, enum sim_end how)
 {
     c->end = how;
     /* never end inside the caller's stack: the response may still be in use */
     event_active(c->kick, EV_TIMEOUT, 0);
+}
+
+/* ---- our output, as the floors below see it (struct sim_out) --------------- */
+
+static void out_write(void *arg, const void *p, size_t n)
+{
+    conn_write(arg, p, n);
+}
+
+static void out_write_buffer(void *arg, struct evbuffer *b)
+{
+    conn_write_buffer(arg, b);
+}
+
+static void out_head(void *arg, int status, const char *ctype, long long clen,
+                     int keep_alive, const char *extra)
+{
+    conn_head(arg, status, ctype, clen, keep_alive, extra);
+}
+
+static void out_reply_error(void *arg, int status, const char *msg,
+                            int keep_alive, const char *extra)
+{
+    conn_reply_error_hdr(arg, status, msg, keep_alive, extra);
+}
+
+static void out_set_split(void *arg, enum sim_split split, uint64_t seed)
+{
+    conn_set_split(arg, split, seed);
+}
+
+static void out_end(void *arg, enum sim_end how)
+{
+    conn_end(arg, how);
 }
 
 static void end_now(struct sim_conn *c)
@@ -485,7 +508,7 @@ static void reply_stats(struct sim_conn *c)
         cJSON_AddNumberToObject(p, sim_srv.paths[i].path,
                                 (double)sim_srv.paths[i].n);
     s = cJSON_PrintUnformatted(o);
-    sim_conn_reply(c, 200, "application/json", s, strlen(s), c->req.keep_alive);
+    conn_reply(c, 200, "application/json", s, strlen(s), c->req.keep_alive);
     free(s);
     cJSON_Delete(o);
 }
@@ -526,21 +549,21 @@ static void reply_echo(struct sim_conn *c)
     if (q->chunked && q->http_minor >= 1) {
         char hex[32];
         int n;
-        sim_conn_head(c, 200, ctype, -1, q->keep_alive, extra);
+        conn_head(c, 200, ctype, -1, q->keep_alive, extra);
         if (blen) {
             n = snprintf(hex, sizeof(hex), "%zx\r\n", blen);
-            sim_conn_write(c, hex, (size_t)n);
+            conn_write(c, hex, (size_t)n);
             evbuffer_add_buffer(c->outq, q->body);
-            sim_conn_write(c, "\r\n", 2);
+            conn_write(c, "\r\n", 2);
         }
-        sim_conn_write(c, "0\r\n\r\n", 5);
+        conn_write(c, "0\r\n\r\n", 5);
     } else {
-        sim_conn_head(c, 200, ctype, (long long)blen, q->keep_alive, extra);
+        conn_head(c, 200, ctype, (long long)blen, q->keep_alive, extra);
         evbuffer_add_buffer(c->outq, q->body);
         pump(c);
     }
     free(extra);
-    sim_conn_end(c, q->keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
+    conn_end(c, q->keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
 }
 
 /* /echo/headers: every received header as a JSON array of [name, value] */
@@ -561,7 +584,7 @@ static void reply_echo_headers(struct sim_conn *c)
         cJSON_AddItemToArray(a, pair);
     }
     s = cJSON_PrintUnformatted(o);
-    sim_conn_reply(c, 200, "application/json", s, strlen(s), c->req.keep_alive);
+    conn_reply(c, 200, "application/json", s, strlen(s), c->req.keep_alive);
     free(s);
     cJSON_Delete(o);
 }
@@ -598,7 +621,7 @@ static void dispatch(struct sim_conn *c)
         /* the Responses API's WebSocket mode, or the Realtime API: the
          * session's turns count as completed, not the 101 */
         c->counted = 0;
-        c->ws = sim_ws_accept(c, q);
+        c->ws = sim_ws_accept(&c->out, q);
         if (!c->ws)
             c->counted = 1;   /* the 400 is an answer like any other */
         else
@@ -613,14 +636,14 @@ static void dispatch(struct sim_conn *c)
         c->upgraded = 1;
         static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\n"
                                  "Connection: Upgrade\r\n";
-        sim_conn_write(c, sw, sizeof(sw) - 1);
-        sim_conn_write(c, extra, strlen(extra));
-        sim_conn_write(c, "\r\n", 2);
+        conn_write(c, sw, sizeof(sw) - 1);
+        conn_write(c, extra, strlen(extra));
+        conn_write(c, "\r\n", 2);
         conn_parse(c);   /* bytes that came with the request head */
         return;
     }
     if (path_is(q, "/health")) {
-        sim_conn_reply(c, 200, "text/plain", "ok", 2, ka);
+        conn_reply(c, 200, "text/plain", "ok", 2, ka);
         return;
     }
     if (path_is(q, "/stats/reset") && !strcmp(q->method, "POST")) {
@@ -628,13 +651,13 @@ static void dispatch(struct sim_conn *c)
         sim_srv.completed = sim_srv.ws_sessions = sim_srv.ws_turns = 0;
         sim_srv.npaths = 0;
         c->counted = 0;
-        sim_conn_reply(c, 200, "application/json", "{}", 2, ka);
+        conn_reply(c, 200, "application/json", "{}", 2, ka);
         return;
     }
     if (path_is(q, "/v1/models") && !strcmp(q->method, "GET")) {
         static const char models[] = "{\"object\":\"list\",\"data\":[{\"id\":"
             "\"sim-model\",\"object\":\"model\",\"owned_by\":\"tokentap-sim\"}]}";
-        sim_conn_reply(c, 200, "application/json", models, sizeof(models) - 1, ka);
+        conn_reply(c, 200, "application/json", models, sizeof(models) - 1, ka);
         return;
     }
     if (path_is(q, "/echo")) {
@@ -648,10 +671,10 @@ static void dispatch(struct sim_conn *c)
     d = sim_dialect_route(q->url, q->path_len, &rule);
     if (d || (!strcmp(q->method, "POST") && evbuffer_get_length(q->body))) {
         /* a dialect, or maybe a "replay" on any path: resp.c decides */
-        c->resp = sim_resp_start(c, q, d, (int)rule);
+        c->resp = sim_resp_start(&c->out, q, d, (int)rule);
         return;
     }
-    sim_conn_reply_error(c, 404, "no such endpoint on tokentap-sim", ka);
+    conn_reply_error(c, 404, "no such endpoint on tokentap-sim", ka);
 }
 
 /* ---- connection lifecycle ------------------------------------------------- */
@@ -695,7 +718,7 @@ static void conn_parse(struct sim_conn *c)
             evbuffer_drain(in, evbuffer_get_length(in));
             c->busy = 1;
             c->nreq++;
-            sim_conn_reply_error(c, st, st == 400 ? msg :
+            conn_reply_error(c, st, st == 400 ? msg :
                                  st == 413 ? "request body too large" :
                                  "request head too large", 0);
             return;
@@ -788,6 +811,14 @@ void sim_conn_accept(evutil_socket_t fd)
     parser_settings.on_message_complete = on_message_complete;
     llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings);
     c->parser.data = c;
+    c->out.arg = c;
+    c->out.messages = 0;
+    c->out.write = out_write;
+    c->out.write_buffer = out_write_buffer;
+    c->out.head = out_head;
+    c->out.reply_error = out_reply_error;
+    c->out.set_split = out_set_split;
+    c->out.end = out_end;
 
     c->next = sim_srv.conns;
     if (sim_srv.conns)

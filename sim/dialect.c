@@ -8,15 +8,22 @@
  * instants and wraps each event in a chunk.
  *
  * Adding a dialect: write its emitters below (copy the closest one), add one
- * entry to sim_dialects[], and a line to docs/simulator.md.
+ * entry to sim_dialects[] (an API new to the project first gets its enum
+ * tt_api value and name in metrics/request.h and .c), and a line to
+ * docs/simulator.md.
  *
  * Text is checkable by counting: answer tokens are "tok0 ", "tok1 ", ...,
  * reasoning tokens "think0 ", "think1 ", ...  Dialects without a reasoning
  * field carry reasoning inline as "<think>think0 ... </think>".
  *
- * Over a WebSocket (sim/ws.c) the same emitters run; put() then hands over
- * the event's JSON alone (no "event:"/"data:" lines), one message each.
- * openai.realtime exists only there.
+ * Events leave through g->event, which sim/resp.c sets (chunk framing, or
+ * one WebSocket message); this file calls no other file of the sim but the
+ * ground (sim/base.c).  Over a WebSocket (sim/ws.c) the same emitters run;
+ * put() then hands over the event's JSON alone (no "event:"/"data:" lines),
+ * one message each.  openai.realtime exists only there.
+ *
+ * A dialect's name is the project's: the table holds enum tt_api and the
+ * name is tt_api_name()'s (metrics/request.c), the one list of API names.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,33 +34,7 @@
 
 #include "sim/sim.h"
 
-/* ---- shared helpers -------------------------------------------------------- */
-
-void sim_words(struct evbuffer *b, int reasoning, int from, int n)
-{
-    int i;
-    for (i = from; i < from + n; i++)
-        evbuffer_add_printf(b, reasoning ? "think%d " : "tok%d ", i);
-}
-
-char *sim_words_str(int reasoning, int from, int n)
-{
-    struct evbuffer *b = evbuffer_new();
-    size_t len;
-    char *s;
-
-    if (!b)
-        return NULL;
-    sim_words(b, reasoning, from, n);
-    len = evbuffer_get_length(b);
-    s = malloc(len + 1);
-    if (s) {
-        evbuffer_remove(b, s, len);
-        s[len] = '\0';
-    }
-    evbuffer_free(b);
-    return s;
-}
+/* ---- framing ------------------------------------------------------------ */
 
 enum frame {
     FR_SSE,          /* [event: X\n]data: JSON\n\n */
@@ -70,9 +51,9 @@ static void put(struct sim_gen *g, enum frame f, const char *event, cJSON *o)
     size_t n;
 
     cJSON_Delete(o);
-    if (s && sim_resp_ws(g->resp)) {
+    if (s && g->ws) {
         /* a WebSocket message is the event: its JSON, no framing */
-        sim_resp_event(g->resp, s, strlen(s));
+        g->event(g->event_arg, s, strlen(s));
         free(s);
         return;
     }
@@ -107,15 +88,15 @@ static void put(struct sim_gen *g, enum frame f, const char *event, cJSON *o)
     }
     free(s);
     n = evbuffer_get_length(b);
-    sim_resp_event(g->resp, (const char *)evbuffer_pullup(b, -1), n);
+    g->event(g->event_arg, (const char *)evbuffer_pullup(b, -1), n);
     evbuffer_free(b);
 }
 
 /* a framed marker ("data: [DONE]"): SSE only, nothing over a WebSocket */
 static void put_raw(struct sim_gen *g, const char *s)
 {
-    if (!sim_resp_ws(g->resp))
-        sim_resp_event(g->resp, s, strlen(s));
+    if (!g->ws)
+        g->event(g->event_arg, s, strlen(s));
 }
 
 /* <text> of a reasoning event with "<think>" before the first reasoning
@@ -1418,27 +1399,27 @@ static void rt_cancel(struct sim_gen *g)   { rt_done(g, "cancelled"); }
 /* ---- THE table: one entry per dialect ------------------------------------------------ */
 
 static const struct sim_dialect sim_dialects[] = {
-    { "openai.chat",
+    { TT_API_OPENAI_CHAT,
       { { "/v1/chat/completions", SIM_STREAM_BODY } },
       "text/event-stream", 0,
       chat_head, chat_token, chat_finish, chat_usage, oa_error, oa_done, chat_whole,
       NULL, NULL },
-    { "openai.completions",
+    { TT_API_OPENAI_COMPLETIONS,
       { { "/v1/completions", SIM_STREAM_BODY } },
       "text/event-stream", 0,
       NULL, cmpl_token, cmpl_finish, cmpl_usage, oa_error, oa_done, cmpl_whole,
       NULL, NULL },
-    { "openai.responses",
+    { TT_API_OPENAI_RESPONSES,
       { { "/v1/responses", SIM_STREAM_BODY } },
       "text/event-stream", 1,
       re_head, re_token, re_finish, NULL, re_error, re_terminal, re_whole,
       NULL, NULL },
-    { "anthropic.messages",
+    { TT_API_ANTHROPIC,
       { { "/v1/messages", SIM_STREAM_BODY } },
       "text/event-stream", 1,
       an_head, an_token, an_finish, NULL, an_error, an_terminal, an_whole,
       NULL, NULL },
-    { "gemini",
+    { TT_API_GEMINI,
       { { "/v1beta/models/*:streamGenerateContent", SIM_STREAM_ALWAYS },
         { "/v1beta/models/*:generateContent", SIM_STREAM_NEVER },
         { "/v1/models/*:streamGenerateContent", SIM_STREAM_ALWAYS },
@@ -1446,42 +1427,42 @@ static const struct sim_dialect sim_dialects[] = {
       "text/event-stream", 1,
       NULL, ge_token, ge_finish, NULL, ge_error, NULL, ge_whole,
       NULL, NULL },
-    { "ollama",   /* /api/chat */
+    { TT_API_OLLAMA,   /* /api/chat */
       { { "/api/chat", SIM_STREAM_BODY_TRUE } },
       "application/x-ndjson", 1,
       NULL, olc_token, NULL, NULL, ol_error, olc_terminal, olc_whole,
       NULL, NULL },
-    { "ollama",   /* /api/generate */
+    { TT_API_OLLAMA,   /* /api/generate */
       { { "/api/generate", SIM_STREAM_BODY_TRUE } },
       "application/x-ndjson", 1,
       NULL, olg_token, NULL, NULL, ol_error, olg_terminal, olg_whole,
       NULL, NULL },
-    { "tgi",
+    { TT_API_TGI,
       { { "/generate_stream", SIM_STREAM_ALWAYS },
         { "/generate", SIM_STREAM_NEVER } },
       "text/event-stream", 1,
       NULL, tgi_token, tgi_finish, NULL, tgi_error, NULL, tgi_whole,
       NULL, NULL },
-    { "llamacpp.completion",
+    { TT_API_LLAMACPP,
       { { "/completion", SIM_STREAM_BODY },
         { "/completions", SIM_STREAM_BODY },
         { "/infill", SIM_STREAM_BODY } },
       "text/event-stream", 1,
       NULL, lc_token, NULL, NULL, lc_error, lc_terminal, lc_whole,
       NULL, NULL },
-    { "openai.realtime",   /* no routes: GET /v1/realtime with Upgrade (sim/ws.c) */
+    { TT_API_OPENAI_REALTIME,   /* no routes: GET /v1/realtime with Upgrade (sim/ws.c) */
       { { NULL, SIM_STREAM_NEVER } },
       NULL, 1,
       rt_head, rt_token, rt_finish, NULL, rt_error, rt_terminal, NULL,
       rt_audio, rt_cancel },
 };
 
-const struct sim_dialect *sim_dialect_named(const char *name)
+const struct sim_dialect *sim_dialect_of(enum tt_api api)
 {
     size_t i;
 
     for (i = 0; i < sizeof(sim_dialects) / sizeof(sim_dialects[0]); i++)
-        if (!strcmp(sim_dialects[i].name, name))
+        if (sim_dialects[i].api == api)
             return &sim_dialects[i];
     return NULL;
 }

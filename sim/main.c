@@ -1,7 +1,8 @@
 /*
- * tokentap-sim entry point: command line, the listening socket, the TLS
- * context, SIGTERM/SIGINT, and the process-wide counters behind GET /stats.
- * Connections are handed to sim/conn.c as soon as they are accepted.
+ * tokentap-sim entry point, the top floor: command line, the listening
+ * socket, the TLS context, SIGTERM/SIGINT.  It fills in the process-wide
+ * state (sim_srv, sim/base.c) and hands each connection to sim/conn.c as
+ * soon as it is accepted.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -11,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <arpa/inet.h>
 
 #include <event2/listener.h>
@@ -26,37 +26,7 @@
 #define TT_VERSION "0.0.0"
 #endif
 
-struct sim_server sim_srv;
-
-uint64_t sim_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void sim_count_path(const char *path, size_t len)
-{
-    int i;
-
-    if (len >= sizeof(sim_srv.paths[0].path))
-        len = sizeof(sim_srv.paths[0].path) - 1;
-    for (i = 0; i < sim_srv.npaths; i++) {
-        if (strlen(sim_srv.paths[i].path) == len &&
-            memcmp(sim_srv.paths[i].path, path, len) == 0) {
-            sim_srv.paths[i].n++;
-            return;
-        }
-    }
-    if (sim_srv.npaths == SIM_MAX_PATHS)
-        return;   /* a test server; 64 distinct paths is plenty */
-    memcpy(sim_srv.paths[i].path, path, len);
-    sim_srv.paths[i].path[len] = '\0';
-    sim_srv.paths[i].n = 1;
-    sim_srv.npaths++;
-}
-
-static int usage(FILE *f)
+static int print_usage(FILE *f)
 {
     fprintf(f,
 "usage: tokentap-sim --listen HOST:PORT [--ready-file FILE]\n"
@@ -100,7 +70,7 @@ static int man_page(FILE *out)
 
     if (m == NULL)
         return -1;
-    usage(m);
+    print_usage(m);
     if (fclose(m) != 0) {
         free(help);
         return -1;
@@ -262,7 +232,7 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         const char **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            print_usage(stdout);
             return 0;
         } else if (!strcmp(a, "--man")) {
             return man_page(stdout) < 0 ? 1 : 0;

@@ -14,14 +14,17 @@
  *
  * A non-streaming response is one JSON body at t_first + (events-1)*gap_ms.
  * Faults (status, error_after, truncate_after, reset_after, drop_terminal,
- * hang) are applied here; how the connection ends is sim/conn.c's job.
- * What each event looks like is the dialect's (sim/dialect.c).
+ * hang) are applied here; how the connection ends is its owner's job.
+ * What each event looks like is the dialect's (sim/dialect.c): its emitters
+ * hand each event to resp_event() through the sim_gen.
  *
- * The sink: an HTTP body (chunk framing, the dialect's SSE or NDJSON), or
- * a turn of a WebSocket session (sim/ws.c), where each event is one text
- * message holding the event's JSON alone and the "head" is the dialect's
- * first events (no status line).  A WebSocket turn ends with
- * sim_ws_turn_end() instead of the end of a body.
+ * The sink is the struct sim_out the owner hands over at start, and this
+ * file names no file above it: an HTTP body (the connection's output: a
+ * status line, chunk framing, the dialect's SSE or NDJSON), or a turn of a
+ * WebSocket session (the session's output, out->messages set), where each
+ * event is one text message holding the event's JSON alone and the "head"
+ * is the dialect's first events (no status line).  Either ends with
+ * out->end(): the end of the body, or of the turn.
  *
  * The second track (realtime audio): a dialect with an audio emitter gets
  * one audio event per answer token event, audio event k at
@@ -42,7 +45,7 @@
 enum phase { PH_HEAD = 0, PH_WHOLE, PH_TOKENS, PH_REPLAY, PH_DONE };
 
 struct sim_resp {
-    struct sim_conn *c;               /* borrowed: the connection owns us */
+    const struct sim_out *out;        /* borrowed: our owner's output (it owns us) */
     const struct sim_dialect *d;      /* NULL when replaying on another path */
     struct sim_opts o;
     struct sim_gen g;
@@ -55,7 +58,6 @@ struct sim_resp {
     uint64_t t_start, t_first, t_afirst;
     int r_events, ev_total, ev_sent;
     int au_total, au_sent;            /* the second track (audio) */
-    struct sim_ws *ws;                /* borrowed: the session, NULL over HTTP */
     struct event *timer;              /* owned */
     /* replay: event i is rbuf[roff[i] .. roff[i+1]) */
     char *rbuf;
@@ -318,26 +320,26 @@ static int replay_load(struct sim_resp *r, const char *path, char *err, size_t e
 
 /* ---- output helpers -------------------------------------------------------- */
 
-void sim_resp_event(struct sim_resp *r, const char *p, size_t n)
+/* queue one event (one write, one chunk when chunked; over a WebSocket one
+ * text message); the dialects' g->event */
+static void resp_event(void *arg, const char *p, size_t n)
 {
+    struct sim_resp *r = arg;
+    const struct sim_out *out = r->out;
+
     if (n == 0)
         return;
-    if (r->ws) {
-        sim_ws_send_text(r->ws, p, n);
+    if (out->messages) {
+        out->write(out->arg, p, n);
     } else if (r->chunked) {
         char hex[24];
         int hn = snprintf(hex, sizeof(hex), "%zx\r\n", n);
-        sim_conn_write(r->c, hex, (size_t)hn);
-        sim_conn_write(r->c, p, n);
-        sim_conn_write(r->c, "\r\n", 2);
+        out->write(out->arg, hex, (size_t)hn);
+        out->write(out->arg, p, n);
+        out->write(out->arg, "\r\n", 2);
     } else {
-        sim_conn_write(r->c, p, n);
+        out->write(out->arg, p, n);
     }
-}
-
-int sim_resp_ws(const struct sim_resp *r)
-{
-    return r->ws != NULL;
 }
 
 static void at(struct sim_resp *r, uint64_t target)
@@ -356,25 +358,22 @@ static uint64_t ms(int v)
 }
 
 /* the response ends as <how>: the connection's end, or the turn's */
-static void finish(struct sim_resp *r, enum sim_end how)
+static void resp_end(struct sim_resp *r, enum sim_end how)
 {
     r->phase = PH_DONE;
-    if (r->ws)
-        sim_ws_turn_end(r->ws, how);
-    else
-        sim_conn_end(r->c, how);
+    r->out->end(r->out->arg, how);
 }
 
 /* the body is complete and well framed (a WebSocket turn: over) */
 static void end_body(struct sim_resp *r)
 {
-    if (r->ws) {
-        finish(r, SIM_END_KEEPALIVE);
+    if (r->out->messages) {
+        resp_end(r, SIM_END_KEEPALIVE);
         return;
     }
     if (r->chunked)
-        sim_conn_write(r->c, "0\r\n\r\n", 5);
-    finish(r, r->chunked && r->keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
+        r->out->write(r->out->arg, "0\r\n\r\n", 5);
+    resp_end(r, r->chunked && r->keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
 }
 
 /* faults that fire after <n> token (or replay) events; 1 when one fired */
@@ -386,11 +385,11 @@ static int fault(struct sim_resp *r, int n)
         return 1;
     }
     if (r->o.truncate_after == n) {
-        finish(r, SIM_END_TRUNCATE);
+        resp_end(r, SIM_END_TRUNCATE);
         return 1;
     }
     if (r->o.reset_after == n) {
-        finish(r, SIM_END_RESET);
+        resp_end(r, SIM_END_RESET);
         return 1;
     }
     return 0;
@@ -398,8 +397,8 @@ static int fault(struct sim_resp *r, int n)
 
 static void send_head(struct sim_resp *r, const char *ctype)
 {
-    sim_conn_head(r->c, 200, ctype, r->chunked ? -1 : -2,
-                  r->chunked && r->keep_alive, "");
+    r->out->head(r->out->arg, 200, ctype, r->chunked ? -1 : -2,
+                 r->chunked && r->keep_alive, "");
 }
 
 /* ---- the schedule ----------------------------------------------------------- */
@@ -458,6 +457,7 @@ static uint64_t next_audio(const struct sim_resp *r)
 
 static void send_whole(struct sim_resp *r)
 {
+    const struct sim_out *out = r->out;
     cJSON *j;
     char *s;
     size_t len;
@@ -468,19 +468,22 @@ static void send_whole(struct sim_resp *r)
     s = j ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
     if (!s) {
-        sim_conn_reply_error(r->c, 500, "tokentap-sim: out of memory", 0);
+        out->reply_error(out->arg, 500, "tokentap-sim: out of memory", 0, "");
         return;
     }
     len = strlen(s);
     r->phase = PH_DONE;
     if (r->o.truncate_after >= 0 || r->o.reset_after >= 0) {
         /* headers promise the whole body; half of it arrives */
-        sim_conn_head(r->c, 200, "application/json", (long long)len, 1, "");
-        sim_conn_write(r->c, s, len / 2);
-        sim_conn_end(r->c, r->o.truncate_after >= 0 ? SIM_END_TRUNCATE
+        out->head(out->arg, 200, "application/json", (long long)len, 1, "");
+        out->write(out->arg, s, len / 2);
+        out->end(out->arg, r->o.truncate_after >= 0 ? SIM_END_TRUNCATE
                                                     : SIM_END_RESET);
     } else {
-        sim_conn_reply(r->c, 200, "application/json", s, len, r->keep_alive);
+        out->head(out->arg, 200, "application/json", (long long)len,
+                  r->keep_alive, "");
+        out->write(out->arg, s, len);
+        out->end(out->arg, r->keep_alive ? SIM_END_KEEPALIVE : SIM_END_CLOSE);
     }
     free(s);
 }
@@ -492,13 +495,16 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
     switch (r->phase) {
     case PH_HEAD:
-        if (r->ws) {
-            /* a turn has no status line: its first events, or an error */
-            if (r->o.status != 200) {
-                sim_ws_turn_status(r->ws, r->o.status);
-                end_body(r);
-                return;
-            }
+        if (r->o.status != 200) {
+            /* HTTP: the error body; a turn: the API's error event */
+            char msg[64];
+            snprintf(msg, sizeof(msg), "simulated error (status %d)", r->o.status);
+            r->phase = PH_DONE;
+            r->out->reply_error(r->out->arg, r->o.status, msg, r->keep_alive, "");
+            return;
+        }
+        if (r->out->messages) {
+            /* a turn has no status line: its first events */
             if (r->d->head)
                 r->d->head(&r->g);
             r->phase = PH_TOKENS;
@@ -507,13 +513,6 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                 uint64_t tt = next_text(r), ta = next_audio(r);
                 at(r, tt < ta ? tt : ta < UINT64_MAX ? ta : r->t_first);
             }
-            return;
-        }
-        if (r->o.status != 200) {
-            char msg[64];
-            snprintf(msg, sizeof(msg), "simulated error (status %d)", r->o.status);
-            r->phase = PH_DONE;
-            sim_conn_reply_error(r->c, r->o.status, msg, r->keep_alive);
             return;
         }
         if (r->rbuf) {
@@ -568,7 +567,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
             return;
         if (r->ev_sent < r->rn) {
             size_t a = r->roff[r->ev_sent], b = r->roff[r->ev_sent + 1];
-            sim_resp_event(r, r->rbuf + a, b - a);
+            resp_event(r, r->rbuf + a, b - a);
             r->ev_sent++;
             if (fault(r, r->ev_sent))
                 return;
@@ -607,7 +606,9 @@ static void model_from_path(struct sim_resp *r, const char *url, size_t plen)
  * the model are known; 0, or -1 out of memory */
 static int resp_ready(struct sim_resp *r, const struct sim_dialect *d)
 {
-    r->g.resp = r;
+    r->g.event = resp_event;
+    r->g.event_arg = r;
+    r->g.ws = r->out->messages;
     r->g.o = &r->o;
     r->g.model = r->model;
     r->g.created = (long long)time(NULL);
@@ -650,8 +651,8 @@ static void resp_go(struct sim_resp *r)
     if (sim_srv.log)
         fprintf(stderr, "tokentap-sim:   -> %s %s, %d reasoning + %d answer "
                 "tokens in %d events%s%s\n",
-                r->d ? r->d->name : "replay",
-                r->ws ? "websocket" : r->stream ? "stream" : "json",
+                r->d ? tt_api_name(r->d->api) : "replay",
+                r->out->messages ? "websocket" : r->stream ? "stream" : "json",
                 r->o.reasoning_tokens, r->o.tokens, r->ev_total,
                 r->o.hang ? ", hang" : "", r->rbuf ? ", replay" : "");
     if (r->o.hang)
@@ -659,7 +660,7 @@ static void resp_go(struct sim_resp *r)
     at(r, r->t_start + ms(r->o.headers_delay_ms));
 }
 
-struct sim_resp *sim_resp_start(struct sim_conn *c, struct sim_req *q,
+struct sim_resp *sim_resp_start(const struct sim_out *out, struct sim_req *q,
                                 const struct sim_dialect *d, int stream_rule)
 {
     struct sim_resp *r = calloc(1, sizeof(*r));
@@ -669,10 +670,10 @@ struct sim_resp *sim_resp_start(struct sim_conn *c, struct sim_req *q,
     int ka = q->keep_alive;
 
     if (!r) {
-        sim_conn_reply_error(c, 500, "tokentap-sim: out of memory", 0);
+        out->reply_error(out->arg, 500, "tokentap-sim: out of memory", 0, "");
         return NULL;
     }
-    r->c = c;
+    r->out = out;
     r->d = d;
     r->t_start = sim_now_ns();
     opts_default(&r->o);
@@ -684,28 +685,30 @@ struct sim_resp *sim_resp_start(struct sim_conn *c, struct sim_req *q,
         if (!r->body || !cJSON_IsObject(r->body)) {
             if (!d) {
                 sim_resp_free(r);
-                sim_conn_reply_error(c, 404, "no such endpoint on tokentap-sim", ka);
+                out->reply_error(out->arg, 404, "no such endpoint on tokentap-sim",
+                                 ka, "");
                 return NULL;
             }
             sim_resp_free(r);
-            sim_conn_reply_error(c, 400, "request body is not a JSON object", ka);
+            out->reply_error(out->arg, 400, "request body is not a JSON object",
+                             ka, "");
             return NULL;
         }
     }
     if (opts_parse(&r->o, cJSON_GetObjectItemCaseSensitive(r->body, "sim"),
                    err, sizeof(err)) != 0) {
         sim_resp_free(r);
-        sim_conn_reply_error(c, 400, err, ka);
+        out->reply_error(out->arg, 400, err, ka, "");
         return NULL;
     }
     if (!d && !r->o.replay) {
         sim_resp_free(r);
-        sim_conn_reply_error(c, 404, "no such endpoint on tokentap-sim", ka);
+        out->reply_error(out->arg, 404, "no such endpoint on tokentap-sim", ka, "");
         return NULL;
     }
     if (r->o.replay && replay_load(r, r->o.replay, err, sizeof(err)) != 0) {
         sim_resp_free(r);
-        sim_conn_reply_error(c, 400, err, ka);
+        out->reply_error(out->arg, 400, err, ka, "");
         return NULL;
     }
 
@@ -729,15 +732,15 @@ struct sim_resp *sim_resp_start(struct sim_conn *c, struct sim_req *q,
 
     if (resp_ready(r, d) != 0) {
         sim_resp_free(r);
-        sim_conn_reply_error(c, 500, "tokentap-sim: out of memory", 0);
+        out->reply_error(out->arg, 500, "tokentap-sim: out of memory", 0, "");
         return NULL;
     }
-    sim_conn_set_split(c, r->o.split, r->o.seed);
+    out->set_split(out->arg, r->o.split, r->o.seed);
     resp_go(r);
     return r;
 }
 
-struct sim_resp *sim_resp_start_ws(struct sim_conn *c, struct sim_ws *s,
+struct sim_resp *sim_resp_start_ws(const struct sim_out *out,
                                    const struct sim_dialect *d,
                                    struct sim_turn *t, char *err, size_t elen)
 {
@@ -751,8 +754,7 @@ struct sim_resp *sim_resp_start_ws(struct sim_conn *c, struct sim_ws *s,
         snprintf(err, elen, "tokentap-sim: out of memory");
         return NULL;
     }
-    r->c = c;
-    r->ws = s;
+    r->out = out;
     r->d = d;
     r->body = t->body;   /* ours from here on, freed with the response */
     r->t_start = sim_now_ns();
@@ -781,7 +783,7 @@ struct sim_resp *sim_resp_start_ws(struct sim_conn *c, struct sim_ws *s,
         sim_resp_free(r);
         return NULL;
     }
-    sim_conn_set_split(c, r->o.split, r->o.seed);
+    out->set_split(out->arg, r->o.split, r->o.seed);
     resp_go(r);
     return r;
 }

@@ -1,8 +1,9 @@
 /*
  * tokentap-sim: a simulated model server for tests, the demo and benchmarks.
- * This header holds the types shared by its five files:
+ * This header holds the types shared by its six files, a stack of floors:
+ * each file calls only the files below it, never one above.
  *
- *   sim/main.c     command line, listener, TLS context, signals, counters
+ *   sim/main.c     the process: command line, listener, TLS context, signals
  *   sim/conn.c     one client connection: request parsing (llhttp), routing,
  *                  the plain endpoints (/health /stats /echo, 404, upgrade),
  *                  keep-alive, the write pump that splits bytes, and how a
@@ -13,15 +14,26 @@
  *   sim/resp.c     one generated or replayed response: the "sim" options,
  *                  the event schedule on absolute timer targets, faults
  *   sim/dialect.c  THE table of API dialects and their event emitters
+ *   sim/base.c     the ground: the process-wide state and counters behind
+ *                  GET /stats (sim_srv), the clock, the token words, the
+ *                  request header lookup, the error types
+ *
+ *   main.c > conn.c > ws.c > resp.c > dialect.c > base.c
+ *
+ * A lower floor answers upward through what it is handed, never by name: a
+ * response (resp.c) and a WebSocket session (ws.c) write through a struct
+ * sim_out that their owner hands them at start (the connection's, or for a
+ * turn the session's); a dialect's emitters hand their events to the
+ * sim_gen's event function (resp.c's framing).
  *
  * Data path: client bytes -> conn.c (llhttp) -> sim_resp_start() -> timers
- * -> dialect emitters -> sim_resp_event() (chunk framing) -> sim_conn_write()
- * -> outq -> pump (split none|random|byte) -> bufferevent -> socket.
+ * -> dialect emitters -> g->event (resp.c: chunk framing) -> out->write
+ * (conn.c) -> outq -> pump (split none|random|byte) -> bufferevent -> socket.
  *
  * WebSocket: client bytes -> conn.c -> sim_ws_feed() (tt_ws_reader) -> client
- * event -> sim_resp_start_ws() -> the same timers and emitters ->
- * sim_resp_event() (one text message, tt_ws_write_msg) -> sim_conn_write_buffer()
- * -> the same pump.
+ * event -> sim_resp_start_ws() with the session's sim_out -> the same timers
+ * and emitters -> g->event -> out->write (ws.c: one text message,
+ * tt_ws_write_msg) -> the connection's out->write_buffer -> the same pump.
  */
 #ifndef SIM_H
 #define SIM_H
@@ -34,7 +46,9 @@
 #include <event2/bufferevent.h>
 #include <openssl/ssl.h>
 
-/* ---- process-wide state (sim/main.c) ------------------------------------ */
+#include "metrics/request.h"
+
+/* ---- the ground: process-wide state and helpers (sim/base.c) ------------- */
 
 struct sim_conn;
 
@@ -50,7 +64,7 @@ struct sim_server {
     SSL_CTX *ssl;                 /* NULL = plain HTTP */
     int log;                      /* --log: one line per request on stderr */
     double latency_scale;         /* --latency-scale: ttft/gap/headers delays times this */
-    struct sim_conn *conns;       /* every open connection (owned) */
+    struct sim_conn *conns;       /* every open connection (owned by sim/conn.c) */
     uint64_t requests;            /* requests received, GET /stats excluded */
     uint64_t connections;         /* connections accepted */
     uint64_t aborted;             /* peer closed while a response was in progress */
@@ -69,18 +83,10 @@ extern struct sim_server sim_srv;
 uint64_t sim_now_ns(void);        /* CLOCK_MONOTONIC */
 void sim_count_path(const char *path, size_t len);
 
-/* ---- connection (sim/conn.c) --------------------------------------------- */
-
-enum sim_split { SIM_SPLIT_NONE = 0, SIM_SPLIT_RANDOM, SIM_SPLIT_BYTE };
-
-/* how a response ends once every queued byte reached the socket */
-enum sim_end {
-    SIM_END_NONE = 0,
-    SIM_END_KEEPALIVE,   /* next request on the same connection */
-    SIM_END_CLOSE,       /* orderly close (close-delimited body, Connection: close) */
-    SIM_END_TRUNCATE,    /* close mid-body (FIN, no TLS close_notify) */
-    SIM_END_RESET        /* RST: SO_LINGER 0 then close */
-};
+/* "tok3 tok4 " / "think0 ": <n> words from index <from> appended to <b> */
+void sim_words(struct evbuffer *b, int reasoning, int from, int n);
+/* all words of a kind as a malloc'ed string */
+char *sim_words_str(int reasoning, int from, int n);
 
 /* one parsed request header */
 struct sim_hdr {
@@ -102,33 +108,57 @@ struct sim_req {
     unsigned conn_requests;       /* 1 for the first request on the connection */
 };
 
+/* the value of header <name> (case-insensitive), or NULL */
 const char *sim_req_header(const struct sim_req *q, const char *name);
-
-void sim_conn_accept(evutil_socket_t fd);
-/* queue response bytes; they reach the socket split as <split> says */
-void sim_conn_write(struct sim_conn *c, const void *p, size_t n);
-/* the same for the whole of <b> (left empty) */
-void sim_conn_write_buffer(struct sim_conn *c, struct evbuffer *b);
-void sim_conn_set_split(struct sim_conn *c, enum sim_split split, uint64_t seed);
-/* end the response in progress once every queued byte is written */
-void sim_conn_end(struct sim_conn *c, enum sim_end how);
-/* write a status line and headers: <clen> >= 0 gives Content-Length, -1 =
- * chunked, -2 = close-delimited; <extra> is "" or "Name: v\r\n..." */
-void sim_conn_head(struct sim_conn *c, int status, const char *ctype,
-                   long long clen, int keep_alive, const char *extra);
-/* a complete small response with a body */
-void sim_conn_reply(struct sim_conn *c, int status, const char *ctype,
-                    const char *body, size_t len, int keep_alive);
-void sim_conn_reply_error(struct sim_conn *c, int status, const char *msg,
-                          int keep_alive);
-/* the same with <extra> headers ("Name: v\r\n...") */
-void sim_conn_reply_error_hdr(struct sim_conn *c, int status, const char *msg,
-                              int keep_alive, const char *extra);
 /* the OpenAI error "type" for an HTTP status (invalid_request_error, ...) */
 const char *sim_error_type(int status);
-void sim_conn_free_all(void);
 
-/* ---- generated responses (sim/resp.c) ------------------------------------ */
+enum sim_split { SIM_SPLIT_NONE = 0, SIM_SPLIT_RANDOM, SIM_SPLIT_BYTE };
+
+/* how a response ends once every queued byte reached the socket */
+enum sim_end {
+    SIM_END_NONE = 0,
+    SIM_END_KEEPALIVE,   /* next request on the same connection */
+    SIM_END_CLOSE,       /* orderly close (close-delimited body, Connection: close) */
+    SIM_END_TRUNCATE,    /* close mid-body (FIN, no TLS close_notify) */
+    SIM_END_RESET        /* RST: SO_LINGER 0 then close */
+};
+
+/*
+ * Where a response's bytes go, handed down by the one who owns the
+ * response: the HTTP connection (sim/conn.c) hands its own to a response
+ * and to a WebSocket session; a session (sim/ws.c) hands its own to each
+ * of its turns.  The receiver calls through it and never names the giver;
+ * <arg> is the giver's and goes first to every call.  The struct lives as
+ * long as its giver, which outlives the receiver.
+ */
+struct sim_out {
+    void *arg;
+    /* 1: each write() is one WebSocket text message, no status line and no
+     * framing (a session's turn); 0: HTTP bytes */
+    int messages;
+    /* queue bytes; they reach the socket split as set_split() says */
+    void (*write)(void *arg, const void *p, size_t n);
+    /* the same for the whole of <b> (left empty) */
+    void (*write_buffer)(void *arg, struct evbuffer *b);
+    /* a status line and headers: <clen> >= 0 gives Content-Length, -1 =
+     * chunked, -2 = close-delimited; <extra> is "" or "Name: v\r\n...";
+     * NULL when <messages> */
+    void (*head)(void *arg, int status, const char *ctype, long long clen,
+                 int keep_alive, const char *extra);
+    /* a complete error answer, which ends the response: HTTP a JSON body
+     * with <extra> headers; a turn the API's error event (the turn then
+     * ends, the session goes on) */
+    void (*reply_error)(void *arg, int status, const char *msg, int keep_alive,
+                        const char *extra);
+    void (*set_split)(void *arg, enum sim_split split, uint64_t seed);
+    /* end the response in progress once every queued byte is written; a
+     * turn: SIM_END_KEEPALIVE = the session goes on, TRUNCATE or RESET end
+     * the connection; never frees the response inside the caller */
+    void (*end)(void *arg, enum sim_end how);
+};
+
+/* ---- dialects (sim/dialect.c) --------------------------------------------- */
 
 /* which field carries reasoning; each dialect reads the values it knows */
 enum sim_rfield {
@@ -171,73 +201,15 @@ struct sim_opts {
     char *replay;                 /* owned, NULL = generate */
 };
 
-struct sim_resp;
-
-/*
- * Start answering a generation request routed to dialect <d> (NULL for a
- * plain request that carries a "replay").  Parses the JSON body; replies 400
- * itself on bad "sim" values.  The response is owned by <c> and freed by
- * sim_resp_free() when the connection ends it.
- */
-struct sim_dialect;
-struct sim_resp *sim_resp_start(struct sim_conn *c, struct sim_req *q,
-                                const struct sim_dialect *d, int stream_rule);
-void sim_resp_free(struct sim_resp *r);
-
-struct sim_ws;
 struct sim_rt;
-
-/* what a WebSocket turn starts from (sim/ws.c fills it in) */
-struct sim_turn {
-    cJSON *body;                  /* taken: the request's fields (model, ...) */
-    cJSON *sim;                   /* taken: the "sim" object, or NULL */
-    const char *model;            /* NULL: the body's "model" */
-    struct sim_rt *rt;            /* realtime: the session's state, else NULL */
-    int audio;                    /* realtime: audio among the output modalities */
-};
-
-/*
- * Start a turn of WebSocket session <s>: the same options, schedule and
- * emitters as an HTTP stream, each event one text message.  NULL with the
- * reason in <err> (a bad "sim" option: the caller answers an error event);
- * else the turn runs until it calls sim_ws_turn_end().  Owned by the
- * session, freed with sim_resp_free().
- */
-struct sim_resp *sim_resp_start_ws(struct sim_conn *c, struct sim_ws *s,
-                                   const struct sim_dialect *d,
-                                   struct sim_turn *t, char *err, size_t elen);
-/* response.cancel: stop the schedule, the dialect's cancel events, turn end;
- * 0, or -1 when the turn already ended */
-int sim_resp_cancel(struct sim_resp *r);
-/* its id ("sim00000042"; dialects prefix it: "resp_sim00000042") */
-const char *sim_resp_id(const struct sim_resp *r);
-
-/* ---- WebSocket sessions (sim/ws.c) ----------------------------------------- */
-
-/* 1 when <q> asks for one of our WebSocket APIs (an Upgrade on
- * /v1/responses or /v1/realtime); other Upgrades stay the echo tunnel */
-int sim_ws_wanted(const struct sim_req *q);
-/* answer the handshake: 101 and a new session (owned by <c>), or a 400 with
- * the reason and a close (NULL) */
-struct sim_ws *sim_ws_accept(struct sim_conn *c, const struct sim_req *q);
-/* client bytes after the 101 (all of <in> is taken) */
-void sim_ws_feed(struct sim_ws *s, struct evbuffer *in);
-/* a turn is running or waiting: the peer's close counts as aborted */
-int sim_ws_busy(const struct sim_ws *s);
-void sim_ws_free(struct sim_ws *s);
-/* from the turn (sim/resp.c): one text message, JSON */
-void sim_ws_send_text(struct sim_ws *s, const char *p, size_t n);
-/* the turn failed before its first event (sim.status): the API's error event */
-void sim_ws_turn_status(struct sim_ws *s, int status);
-/* the turn is over: SIM_END_KEEPALIVE = the session goes on, TRUNCATE or
- * RESET end the connection; never frees the turn inside the caller */
-void sim_ws_turn_end(struct sim_ws *s, enum sim_end how);
-
-/* ---- dialects (sim/dialect.c) --------------------------------------------- */
 
 /* the generation state an emitter reads and updates */
 struct sim_gen {
-    struct sim_resp *resp;        /* where events go (borrowed) */
+    /* where events go: one event (one write, one chunk when chunked; over a
+     * WebSocket one text message), set by sim/resp.c */
+    void (*event)(void *arg, const char *p, size_t n);
+    void *event_arg;
+    int ws;                       /* events go to a WebSocket: no SSE framing */
     const struct sim_opts *o;
     const char *model;            /* echoed back */
     char id[48];
@@ -263,12 +235,6 @@ struct sim_rt {
     int beta;                     /* OpenAI-Beta: realtime=v1 at the handshake */
 };
 
-/* queue one event (one write, one chunk when chunked; over a WebSocket one
- * text message) */
-void sim_resp_event(struct sim_resp *r, const char *p, size_t n);
-/* 1 when the response's events go to a WebSocket: no SSE framing */
-int sim_resp_ws(const struct sim_resp *r);
-
 /* how a route decides between streaming and one JSON body */
 enum sim_stream_rule {
     SIM_STREAM_BODY = 0,          /* "stream" in the body, default false */
@@ -283,12 +249,12 @@ struct sim_route {
 };
 
 /*
- * One API dialect.  Emitters queue events with sim_resp_event(); NULL
- * emitters send nothing.  token(): <reasoning> 1 for reasoning text, <text>
- * the event's text, <ntok> tokens in it, <last> 1 on the final token event.
+ * One API dialect.  Emitters queue events through g->event; NULL emitters
+ * send nothing.  token(): <reasoning> 1 for reasoning text, <text> the
+ * event's text, <ntok> tokens in it, <last> 1 on the final token event.
  */
 struct sim_dialect {
-    const char *name;                     /* SPEC 5 api name */
+    enum tt_api api;                      /* its name: tt_api_name() (SPEC 5) */
     struct sim_route routes[5];           /* pattern NULL ends the list */
     const char *stream_ctype;
     int usage_default_include;            /* 1: usage unless sim.usage=false */
@@ -309,11 +275,71 @@ struct sim_dialect {
 /* the dialect serving <path> (no query string), or NULL */
 const struct sim_dialect *sim_dialect_route(const char *path, size_t len,
                                             enum sim_stream_rule *rule);
-/* the dialect named <name> (WebSocket-only dialects have no routes) */
-const struct sim_dialect *sim_dialect_named(const char *name);
-/* "tok3 tok4 " / "think0 ": <n> words from index <from> appended to <b> */
-void sim_words(struct evbuffer *b, int reasoning, int from, int n);
-/* all words of a kind as a malloc'ed string */
-char *sim_words_str(int reasoning, int from, int n);
+/* the dialect of <api> (WebSocket-only dialects have no routes), or NULL */
+const struct sim_dialect *sim_dialect_of(enum tt_api api);
+
+/* ---- generated responses (sim/resp.c) ------------------------------------ */
+
+struct sim_resp;
+
+/*
+ * Start answering a generation request routed to dialect <d> (NULL for a
+ * plain request that carries a "replay"), writing through <out> (the
+ * connection's).  Parses the JSON body; replies 400 itself on bad "sim"
+ * values.  The response is owned by the caller and freed with
+ * sim_resp_free() once out->end() ended it.
+ */
+struct sim_resp *sim_resp_start(const struct sim_out *out, struct sim_req *q,
+                                const struct sim_dialect *d, int stream_rule);
+void sim_resp_free(struct sim_resp *r);
+
+/* what a WebSocket turn starts from (sim/ws.c fills it in) */
+struct sim_turn {
+    cJSON *body;                  /* taken: the request's fields (model, ...) */
+    cJSON *sim;                   /* taken: the "sim" object, or NULL */
+    const char *model;            /* NULL: the body's "model" */
+    struct sim_rt *rt;            /* realtime: the session's state, else NULL */
+    int audio;                    /* realtime: audio among the output modalities */
+};
+
+/*
+ * Start a turn of a WebSocket session writing through <out> (the
+ * session's: out->messages set): the same options, schedule and emitters
+ * as an HTTP stream, each event one text message.  NULL with the reason in
+ * <err> (a bad "sim" option: the caller answers an error event); else the
+ * turn runs until it calls out->end().  Owned by the session, freed with
+ * sim_resp_free().
+ */
+struct sim_resp *sim_resp_start_ws(const struct sim_out *out,
+                                   const struct sim_dialect *d,
+                                   struct sim_turn *t, char *err, size_t elen);
+/* response.cancel: stop the schedule, the dialect's cancel events, turn end;
+ * 0, or -1 when the turn already ended */
+int sim_resp_cancel(struct sim_resp *r);
+/* its id ("sim00000042"; dialects prefix it: "resp_sim00000042") */
+const char *sim_resp_id(const struct sim_resp *r);
+
+/* ---- WebSocket sessions (sim/ws.c) ----------------------------------------- */
+
+struct sim_ws;
+
+/* 1 when <q> asks for one of our WebSocket APIs (an Upgrade on
+ * /v1/responses or /v1/realtime); other Upgrades stay the echo tunnel */
+int sim_ws_wanted(const struct sim_req *q);
+/* answer the handshake through <conn> (the connection's output, kept for
+ * the session's life): 101 and a new session (owned by the caller), or a
+ * 400 with the reason and a close (NULL) */
+struct sim_ws *sim_ws_accept(const struct sim_out *conn, const struct sim_req *q);
+/* client bytes after the 101 (all of <in> is taken) */
+void sim_ws_feed(struct sim_ws *s, struct evbuffer *in);
+/* a turn is running or waiting: the peer's close counts as aborted */
+int sim_ws_busy(const struct sim_ws *s);
+void sim_ws_free(struct sim_ws *s);
+
+/* ---- connections (sim/conn.c) --------------------------------------------- */
+
+/* a new connection on accepted socket <fd> (listed in sim_srv.conns) */
+void sim_conn_accept(evutil_socket_t fd);
+void sim_conn_free_all(void);
 
 #endif

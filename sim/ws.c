@@ -16,8 +16,13 @@
  *
  *   turn:    IDLE --response.create--> RUNNING (sim_resp_start_ws: the
  *            HTTP dialects' schedule and emitters, one message per event)
- *            --sim_ws_turn_end--> OVER --kick (or the next client event)-->
- *            freed, IDLE; the next queued create starts
+ *            --out.end (turn_end)--> OVER --kick (or the next client
+ *            event)--> freed, IDLE; the next queued create starts
+ *
+ * Floors: the connection (sim/conn.c) hands us its output at accept (a
+ * struct sim_out: the 101, our frames, the close, the split) and we never
+ * call it by name; we hand each turn (sim/resp.c) our own output, s->out,
+ * whose write is one text message and whose end is the turn's end.
  *
  * Responses: a response.create while a turn runs waits in a queue and
  * starts when the turn ends (OpenAI's WebSocket mode runs the creates of a
@@ -57,7 +62,8 @@ enum ws_turn {
 };
 
 struct sim_ws {
-    struct sim_conn *c;                 /* borrowed: the connection owns us */
+    const struct sim_out *conn;         /* borrowed: the connection's output (it owns us) */
+    struct sim_out out;                 /* ours, handed to each turn */
     enum ws_api api;
     enum ws_state state;
     const struct sim_dialect *d;
@@ -285,12 +291,12 @@ static void offer_answer(const struct sim_req *q, char *out, size_t olen)
 }
 
 /* 400 with the reason, then close: a handshake we will not take */
-static struct sim_ws *refuse(struct sim_conn *c, const char *why)
+static struct sim_ws *refuse(const struct sim_out *conn, const char *why)
 {
     char msg[200];
 
     snprintf(msg, sizeof(msg), "bad WebSocket handshake: %s", why);
-    sim_conn_reply_error_hdr(c, 400, msg, 0, "Sec-WebSocket-Version: 13\r\n");
+    conn->reply_error(conn->arg, 400, msg, 0, "Sec-WebSocket-Version: 13\r\n");
     return NULL;
 }
 
@@ -311,7 +317,7 @@ static void ws_write(struct sim_ws *s, enum tt_ws_op op, const void *p, size_t n
         ws_close(s, 1011, "tokentap-sim: cannot write a frame", 1);
         return;
     }
-    sim_conn_write_buffer(s->c, s->frame);
+    s->conn->write_buffer(s->conn->arg, s->frame);
 }
 
 static void ws_send_json(struct sim_ws *s, cJSON *o)
@@ -324,10 +330,6 @@ static void ws_send_json(struct sim_ws *s, cJSON *o)
     free(t);
 }
 
-void sim_ws_send_text(struct sim_ws *s, const char *p, size_t n)
-{
-    ws_write(s, TT_WS_TEXT, p, n);
-}
 
 /* ---- turns ------------------------------------------------------------------ */
 
@@ -386,10 +388,10 @@ static void ws_close(struct sim_ws *s, uint16_t code, const char *reason,
     }
     s->state = WS_CLOSING;   /* first: nothing else goes out after this */
     if (tt_ws_write_msg(s->frame, TT_WS_CLOSE, p, n, NULL, NULL) == 0)
-        sim_conn_write_buffer(s->c, s->frame);
+        s->conn->write_buffer(s->conn->arg, s->frame);
     else
         evbuffer_drain(s->frame, evbuffer_get_length(s->frame));
-    sim_conn_end(s->c, SIM_END_CLOSE);
+    s->conn->end(s->conn->arg, SIM_END_CLOSE);
 }
 
 /* the finished turn is freed (never inside its own stack: see the kick) */
@@ -400,7 +402,7 @@ static void turn_reap(struct sim_ws *s)
     sim_resp_free(s->turn);
     s->turn = NULL;
     s->tstate = TURN_IDLE;
-    sim_conn_set_split(s->c, SIM_SPLIT_NONE, 0);
+    s->conn->set_split(s->conn->arg, SIM_SPLIT_NONE, 0);
 }
 
 static cJSON *ev_new(struct sim_ws *s, const char *type)
@@ -450,15 +452,9 @@ static void ws_error(struct sim_ws *s, int status, const char *code,
     ws_send_json(s, o);
 }
 
-void sim_ws_turn_status(struct sim_ws *s, int status)
-{
-    char msg[64];
-
-    snprintf(msg, sizeof(msg), "simulated error (status %d)", status);
-    ws_error(s, status, "sim_error", msg, NULL, NULL);
-}
-
-void sim_ws_turn_end(struct sim_ws *s, enum sim_end how)
+/* the turn is over: SIM_END_KEEPALIVE = the session goes on, TRUNCATE or
+ * RESET end the connection; never frees the turn inside the caller */
+static void turn_end(struct sim_ws *s, enum sim_end how)
 {
     s->tstate = TURN_OVER;
     if (s->state != WS_OPEN)
@@ -467,10 +463,51 @@ void sim_ws_turn_end(struct sim_ws *s, enum sim_end how)
     if (how == SIM_END_TRUNCATE || how == SIM_END_RESET) {
         /* the connection goes, mid-session: no close frame */
         s->state = WS_CLOSING;
-        sim_conn_end(s->c, how);
+        s->conn->end(s->conn->arg, how);
         return;
     }
     event_active(s->kick, EV_TIMEOUT, 0);
+}
+
+/* ---- our output, as a turn sees it (struct sim_out) --------------------------- */
+
+/* one event: one text message */
+static void ws_out_write(void *arg, const void *p, size_t n)
+{
+    ws_write(arg, TT_WS_TEXT, p, n);
+}
+
+static void ws_out_write_buffer(void *arg, struct evbuffer *b)
+{
+    size_t n = evbuffer_get_length(b);
+
+    ws_write(arg, TT_WS_TEXT, evbuffer_pullup(b, -1), n);
+    evbuffer_drain(b, n);
+}
+
+/* the turn failed before its first event (sim.status): the API's error
+ * event, and the turn is over (the session goes on) */
+static void ws_out_reply_error(void *arg, int status, const char *msg,
+                               int keep_alive, const char *extra)
+{
+    struct sim_ws *s = arg;
+    (void)keep_alive; (void)extra;
+
+    ws_error(s, status, "sim_error", msg, NULL, NULL);
+    turn_end(s, SIM_END_KEEPALIVE);
+}
+
+/* the split is the connection's */
+static void ws_out_set_split(void *arg, enum sim_split split, uint64_t seed)
+{
+    struct sim_ws *s = arg;
+
+    s->conn->set_split(s->conn->arg, split, seed);
+}
+
+static void ws_out_end(void *arg, enum sim_end how)
+{
+    turn_end(arg, how);
 }
 
 /*
@@ -512,7 +549,7 @@ static void rs_start(struct sim_ws *s, cJSON *msg)
         return;
     }
     t.body = msg;
-    s->turn = sim_resp_start_ws(s->c, s, s->d, &t, err, sizeof(err));
+    s->turn = sim_resp_start_ws(&s->out, s->d, &t, err, sizeof(err));
     if (!s->turn) {
         ws_error(s, 400, "invalid_value", err, "sim", NULL);
         return;
@@ -572,7 +609,7 @@ static void rt_start(struct sim_ws *s, cJSON *msg, const char *client_event)
     t.model = s->model;
     t.rt = &s->rt;
     t.audio = audio != 0;
-    s->turn = sim_resp_start_ws(s->c, s, s->d, &t, err, sizeof(err));
+    s->turn = sim_resp_start_ws(&s->out, s->d, &t, err, sizeof(err));
     if (!s->turn) {
         ws_error(s, 400, "invalid_value", err, "sim", client_event);
         return;
@@ -876,7 +913,7 @@ static void query_model(const char *url, char *out, size_t n)
     }
 }
 
-struct sim_ws *sim_ws_accept(struct sim_conn *c, const struct sim_req *q)
+struct sim_ws *sim_ws_accept(const struct sim_out *conn, const struct sim_req *q)
 {
     static uint64_t sessions;
     const char *key = sim_req_header(q, "sec-websocket-key");
@@ -887,15 +924,15 @@ struct sim_ws *sim_ws_accept(struct sim_conn *c, const struct sim_req *q)
     int n;
 
     if (strcmp(q->method, "GET") != 0)
-        return refuse(c, "the method must be GET");
+        return refuse(conn, "the method must be GET");
     if (q->http_minor < 1)
-        return refuse(c, "HTTP/1.1 or later is required");
+        return refuse(conn, "HTTP/1.1 or later is required");
     if (!header_has_token(q, "connection", "upgrade"))
-        return refuse(c, "Connection must include Upgrade");
+        return refuse(conn, "Connection must include Upgrade");
     if (!ver || strcmp(ver, "13") != 0)
-        return refuse(c, "Sec-WebSocket-Version must be 13");
+        return refuse(conn, "Sec-WebSocket-Version must be 13");
     if (!key_ok(key))
-        return refuse(c, "Sec-WebSocket-Key must be 16 bytes in base64");
+        return refuse(conn, "Sec-WebSocket-Key must be 16 bytes in base64");
 
     /* permessage-deflate: our answer, read back with the proxy's reader of
      * answers, so the session runs on what the client will believe */
@@ -910,15 +947,23 @@ struct sim_ws *sim_ws_accept(struct sim_conn *c, const struct sim_req *q)
 
     s = calloc(1, sizeof(*s));
     if (!s) {
-        sim_conn_reply_error(c, 500, "tokentap-sim: out of memory", 0);
+        conn->reply_error(conn->arg, 500, "tokentap-sim: out of memory", 0, "");
         return NULL;
     }
-    s->c = c;
+    s->conn = conn;
+    s->out.arg = s;
+    s->out.messages = 1;
+    s->out.write = ws_out_write;
+    s->out.write_buffer = ws_out_write_buffer;
+    s->out.head = NULL;   /* a turn has no status line */
+    s->out.reply_error = ws_out_reply_error;
+    s->out.set_split = ws_out_set_split;
+    s->out.end = ws_out_end;
     s->defl = defl;
     tt_ws_reader_init(&s->rd, 1, &s->defl, WS_MAX_MSG, on_message, s);
     s->api = ws_path_is(q, "/v1/realtime") ? WS_API_REALTIME : WS_API_RESPONSES;
-    s->d = sim_dialect_named(s->api == WS_API_REALTIME ? "openai.realtime"
-                                                       : "openai.responses");
+    s->d = sim_dialect_of(s->api == WS_API_REALTIME ? TT_API_OPENAI_REALTIME
+                                                    : TT_API_OPENAI_RESPONSES);
     s->frame = evbuffer_new();
     s->kick = evtimer_new(sim_srv.base, on_turn_kick, s);
     if (s->defl.on)
@@ -926,7 +971,7 @@ struct sim_ws *sim_ws_accept(struct sim_conn *c, const struct sim_req *q)
                                   s->defl.server_no_context_takeover);
     if (!s->frame || !s->kick || !s->d || (s->defl.on && !s->z)) {
         sim_ws_free(s);
-        sim_conn_reply_error(c, 500, "tokentap-sim: out of memory", 0);
+        conn->reply_error(conn->arg, 500, "tokentap-sim: out of memory", 0, "");
         return NULL;
     }
 
@@ -942,7 +987,7 @@ struct sim_ws *sim_ws_accept(struct sim_conn *c, const struct sim_req *q)
         n += snprintf(head + n, sizeof(head) - (size_t)n,
                       "Sec-WebSocket-Protocol: realtime\r\n");
     n += snprintf(head + n, sizeof(head) - (size_t)n, "\r\n");
-    sim_conn_write(c, head, (size_t)n);
+    conn->write(conn->arg, head, (size_t)n);
     sim_srv.ws_sessions++;
     sessions++;
 

@@ -1,8 +1,8 @@
 /*
  * Unit tests for tokentap-sim's pure parts: dialect routing, the "sim"
  * options table, replay event cutting, token words and think tags.
- * Includes the .c files so static functions are reachable; sim/main.c is
- * left out and its three exports are stubbed here.
+ * Includes the .c files so static functions are reachable; sim/main.c
+ * (the process) is left out.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,27 +14,16 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "sim/conn.c"
-#include "sim/resp.c"
+#include "sim/base.c"
 #include "sim/dialect.c"
+#include "sim/resp.c"
 #include "sim/ws.c"
-
-struct sim_server sim_srv;
-
-uint64_t sim_now_ns(void)
-{
-    return 0;
-}
-
-void sim_count_path(const char *path, size_t len)
-{
-    (void)path; (void)len;
-}
+#include "sim/conn.c"
 
 static const char *route(const char *path, enum sim_stream_rule *rule)
 {
     const struct sim_dialect *d = sim_dialect_route(path, strlen(path), rule);
-    return d ? d->name : NULL;
+    return d ? tt_api_name(d->api) : NULL;
 }
 
 static void test_routes(void **state)
@@ -64,12 +53,15 @@ static void test_routes(void **state)
     assert_null(route("/v1beta/models/a/b:generateContent", &r));
     assert_null(route("/v1beta/models/g:countTokens", &r));
     assert_null(route("/", &r));
-    /* WebSocket-only: found by name, never by path */
+    assert_string_equal(route("/completion", &r), "llamacpp.completion");
+    /* WebSocket-only: found by its API, never by path */
     assert_null(route("/v1/realtime", &r));
-    assert_non_null(sim_dialect_named("openai.realtime"));
-    assert_non_null(sim_dialect_named("openai.realtime")->audio);
-    assert_string_equal(sim_dialect_named("openai.responses")->name, "openai.responses");
-    assert_null(sim_dialect_named("nope"));
+    assert_non_null(sim_dialect_of(TT_API_OPENAI_REALTIME));
+    assert_non_null(sim_dialect_of(TT_API_OPENAI_REALTIME)->audio);
+    assert_int_equal(sim_dialect_of(TT_API_OPENAI_RESPONSES)->api,
+                     TT_API_OPENAI_RESPONSES);
+    assert_null(sim_dialect_of(TT_API_OTHER));
+    assert_null(sim_dialect_of(TT_API__COUNT));
 }
 
 static int parse(const char *json, struct sim_opts *o, char *err, size_t elen)

@@ -4,7 +4,7 @@
  * reader of answers), the handshake's checks, ?model=, the realtime usage
  * arithmetic, the second (audio) track's schedule, and the options the
  * sessions added.  Includes the .c files so static functions are
- * reachable; sim/main.c is left out and its exports are stubbed here.
+ * reachable; sim/main.c (the process) is left out.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,22 +16,11 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "sim/conn.c"
-#include "sim/resp.c"
+#include "sim/base.c"
 #include "sim/dialect.c"
+#include "sim/resp.c"
 #include "sim/ws.c"
-
-struct sim_server sim_srv;
-
-uint64_t sim_now_ns(void)
-{
-    return 0;
-}
-
-void sim_count_path(const char *path, size_t len)
-{
-    (void)path; (void)len;
-}
+#include "sim/conn.c"
 
 /* our answer to the Sec-WebSocket-Extensions headers <v>[0..n) */
 static void answer(const char *const *v, int n, char *out, size_t olen)
