@@ -130,9 +130,10 @@ $(BUILD)/llhttp/%.o: $(LLHTTP_SRCDIR)/%.c $(BUILD)/config.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) $(OPT) $(LLHTTP_CFLAGS) -c -o $@ $<
 
+# -MMD: a test that includes a source file (the sim's) is rebuilt with it
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtt.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libtt.a $(LIBS) -lcmocka $(LDSAN) $(LDFLAGS)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -MF $@.d -o $@ $< $(BUILD)/libtt.a $(LIBS) -lcmocka $(LDSAN) $(LDFLAGS)
 
 unit: all $(UNIT_BIN)
 
@@ -199,4 +200,4 @@ deb: deps
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(CORE_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(BUILD)/proxy/server/main.d
+-include $(CORE_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(BUILD)/proxy/server/main.d $(UNIT_BIN:=.d)
