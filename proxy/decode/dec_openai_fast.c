@@ -112,6 +112,8 @@ struct tt_fast_memo {
     /* the shape: the bytes after the prefix; 0 none */
     size_t        slen;
     unsigned      nhole;
+    uint32_t      stable;       /* bit i: hole i (skipped, not a fact) is
+                                 * compared as fixed bytes (shape_match) */
     struct hole   hole[SHAPE_HOLES];
     unsigned char facts[SHAPE_FACTS];
 };
@@ -327,55 +329,57 @@ static int is_digit(int ch)
 }
 
 /* an RFC number of at most 40 bytes; <*v> = its value when it is a plain
- * count (digits only, no leading zero, at most 15 digits), else -2 */
+ * count (digits only, no leading zero, at most 15 digits), else -2; <v>
+ * NULL: validated and skipped only (a timestamp, a logprob) */
 static int num(struct cur *c, int64_t *v)
 {
-    const char *s = c->p;
+    const char *s = c->p, *q = s, *e = c->e, *d;
     int plain = 1;
-    int64_t n = 0;
 
-    if (c->p < c->e && *c->p == '-') {
+    if (q < e && *q == '-') {
         plain = 0;
-        c->p++;
+        q++;
     }
-    if (c->p >= c->e || !is_digit(*c->p))
+    if (q >= e || !is_digit(*q))
         return -1;
-    if (*c->p == '0') {
-        c->p++;
-    } else {
-        const char *d = c->p;
-
-        while (c->p < c->e && is_digit(*c->p)) {
-            n = n * 10 + (*c->p - '0');
-            if (++c->p - d > 15)
-                break;
-        }
-        while (c->p < c->e && is_digit(*c->p))
-            c->p++;
-        if (c->p - d > 15)
-            plain = 0;          /* a nanosecond timestamp: skipped only */
-    }
-    if (c->p < c->e && *c->p == '.') {
+    d = q;
+    if (*q == '0')
+        q++;
+    else
+        while (q < e && is_digit(*q))
+            q++;
+    if (q < e && *q == '.') {
         plain = 0;
-        c->p++;
-        if (c->p >= c->e || !is_digit(*c->p))
+        q++;
+        if (q >= e || !is_digit(*q))
             return -1;
-        while (c->p < c->e && is_digit(*c->p))
-            c->p++;
+        while (q < e && is_digit(*q))
+            q++;
     }
-    if (c->p < c->e && (*c->p == 'e' || *c->p == 'E')) {
+    if (q < e && (*q == 'e' || *q == 'E')) {
         plain = 0;
-        c->p++;
-        if (c->p < c->e && (*c->p == '+' || *c->p == '-'))
-            c->p++;
-        if (c->p >= c->e || !is_digit(*c->p))
+        q++;
+        if (q < e && (*q == '+' || *q == '-'))
+            q++;
+        if (q >= e || !is_digit(*q))
             return -1;
-        while (c->p < c->e && is_digit(*c->p))
-            c->p++;
+        while (q < e && is_digit(*q))
+            q++;
     }
-    if (c->p - s > 40)
+    if (q - s > 40)
         return -1;          /* cJSON reads at most 63 bytes of a number */
-    *v = plain ? n : -2;
+    c->p = q;
+    if (v != NULL) {
+        int64_t n = 0;
+
+        if (!plain || q - d > 15) {
+            *v = -2;        /* a nanosecond timestamp: skipped only */
+            return 0;
+        }
+        for (; d < q; d++)
+            n = n * 10 + (*d - '0');
+        *v = n;
+    }
     return 0;
 }
 
@@ -461,7 +465,6 @@ static int skip_container(struct cur *c, char close)
 /* any value, validated and forgotten */
 static int skip(struct cur *c)
 {
-    int64_t v;
     int ch = peek(c);
 
     switch (ch) {
@@ -493,7 +496,7 @@ static int skip(struct cur *c)
     default: {
         const char *q0 = c->p;
 
-        if (num(c, &v) != 0)
+        if (num(c, NULL) != 0)
             return -1;
         hole(c, q0, NULL, HOLE_NUM);     /* a timestamp or a logprob changes */
         return 0;
@@ -874,43 +877,128 @@ static void memo_model(const struct tt_fast_memo *m, const char *data,
     }
 }
 
-/* the event after the kept prefix, [p, e), against the kept shape: 0 and
- * the facts in <k> when only its holes differ */
-static int shape_match(const struct tt_fast_memo *m, const char *p, const char *e,
+/* [a, a + n) == [b, b + n): short runs (most segments between holes)
+ * compared in place, longer ones by memcmp */
+static inline __attribute__((always_inline)) int same(const char *a, const char *b,
+                                                      size_t n)
+{
+    uint64_t x, y, x2, y2;
+    uint32_t u, w, u2, w2;
+
+    if (n > 16)
+        return memcmp(a, b, n) == 0;
+    if (n >= 8) {           /* the first 8 bytes and the last 8 */
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        memcpy(&x2, a + n - 8, 8);
+        memcpy(&y2, b + n - 8, 8);
+        return ((x ^ y) | (x2 ^ y2)) == 0;
+    }
+    if (n >= 4) {
+        memcpy(&u, a, 4);
+        memcpy(&w, b, 4);
+        memcpy(&u2, a + n - 4, 4);
+        memcpy(&w2, b + n - 4, 4);
+        return ((u ^ w) | (u2 ^ w2)) == 0;
+    }
+    for (; n > 0; n--)
+        if (*a++ != *b++)
+            return 0;
+    return 1;
+}
+
+/* the hole <h> at c->p: its value read (a fact into its slot in <k>) or
+ * validated as its kind; 0, with c->p past it */
+static int hole_read(const struct hole *h, struct chunk *k, struct cur *c)
+{
+    const char *s;
+    size_t n;
+    int esc;
+
+    if (h->slot >= 0)
+        return str(c, (const char **)(void *)((char *)k + h->slot));
+    if (h->slot == HOLE_NUM)
+        return c->p < c->e && (*c->p == '-' || is_digit(*c->p)) ? num(c, NULL) : -1;
+    if (h->slot == HOLE_BOOL)
+        return lit(c, "true", 4) == 0 || lit(c, "false", 5) == 0 ? 0 : -1;
+    return span(c, &s, &n, &esc);
+}
+
+/*
+ * The event after the kept prefix, [p, e), against the kept shape: 0 and
+ * the facts in <k> when only its holes differ.
+ *
+ * The bytes between two holes that are read (the facts, and skipped values
+ * seen to change) are one segment, compared at once, holding the stable
+ * holes: skipped values (an id, a timestamp, a flag) that were the kept
+ * bytes.  Equal bytes are a valid value of the same extent (the kept one
+ * was), so a segment that matches needs no read of them.  A segment that
+ * does not is compared hole by hole: each stable hole is read as a hole,
+ * and one whose bytes changed is read from then on (its bit cleared).
+ */
+static int shape_match(struct tt_fast_memo *m, const char *p, const char *e,
                        struct chunk *k, struct cur *c)
 {
-    size_t at = 0, seg;
-    unsigned i;
+    const char *kept = m->bytes + m->len;
+    size_t at = 0, to;
+    unsigned i, j = 0;          /* j: the first hole of the segment */
 
     memcpy(k, m->facts, SHAPE_FACTS);
-    for (i = 0; i < m->nhole; i++) {
-        const struct hole *h = &m->hole[i];
-        const char *s;
-        size_t n;
-        int64_t v;
-        int esc;
+    if (m->stable == 0) {       /* every hole read (the common chunk) */
+        for (i = 0; i < m->nhole; i++) {
+            const struct hole *h = &m->hole[i];
+            size_t seg = h->q0 - at;
 
-        seg = h->q0 - at;
-        if ((size_t)(e - p) < seg || memcmp(p, m->bytes + m->len + at, seg) != 0)
-            return -1;
-        c->p = p + seg;
-        if (h->slot >= 0) {
-            if (str(c, (const char **)(void *)((char *)k + h->slot)) != 0)
+            if ((size_t)(e - p) < seg || memcmp(p, kept + at, seg) != 0)
                 return -1;
-        } else if (h->slot == HOLE_NUM) {
-            if (c->p >= c->e || (*c->p != '-' && !is_digit(*c->p)) || num(c, &v) != 0)
+            c->p = p + seg;
+            if (hole_read(h, k, c) != 0)
                 return -1;
-        } else if (h->slot == HOLE_BOOL) {
-            if (lit(c, "true", 4) != 0 && lit(c, "false", 5) != 0)
-                return -1;
-        } else if (span(c, &s, &n, &esc) != 0) {
-            return -1;
+            p = c->p;
+            at = h->q1;
         }
+        to = m->slen - at;
+        return (size_t)(e - p) == to && memcmp(p, kept + at, to) == 0 ? 0 : -1;
+    }
+    for (i = 0; i <= m->nhole; i++) {
+        const struct hole *h = &m->hole[i];
+
+        if (i < m->nhole && (m->stable >> i & 1u))
+            continue;           /* inside the segment */
+        to = i < m->nhole ? h->q0 : m->slen;
+        if ((size_t)(e - p) < to - at || !same(p, kept + at, to - at)) {
+            /* the segment's stable holes one by one, then its rest */
+            if (j == i)
+                return -1;
+            for (; j < i; j++) {
+                const struct hole *g = &m->hole[j];
+                size_t seg = g->q0 - at;
+
+                if ((size_t)(e - p) < seg || !same(p, kept + at, seg))
+                    return -1;
+                c->p = p + seg;
+                if (hole_read(g, k, c) != 0)
+                    return -1;
+                if ((size_t)(c->p - (p + seg)) != (size_t)(g->q1 - g->q0) ||
+                    !same(p + seg, kept + g->q0, (size_t)(g->q1 - g->q0)))
+                    m->stable &= ~(1u << j);    /* it changes: read it */
+                p = c->p;
+                at = g->q1;
+            }
+            if ((size_t)(e - p) < to - at || !same(p, kept + at, to - at))
+                return -1;
+        }
+        p += to - at;
+        if (i == m->nhole)
+            break;
+        c->p = p;
+        if (hole_read(h, k, c) != 0)
+            return -1;
         p = c->p;
         at = h->q1;
+        j = i + 1;
     }
-    seg = m->slen - at;
-    return (size_t)(e - p) == seg && memcmp(p, m->bytes + m->len + at, seg) == 0 ? 0 : -1;
+    return p == e ? 0 : -1;
 }
 
 /*
@@ -923,6 +1011,7 @@ static void shape_keep(struct tt_fast_memo *m, const struct holes *hs,
                        const char *data, size_t len, const struct chunk *k)
 {
     size_t n;
+    unsigned i;
 
     m->slen = 0;
     if (hs->base == NULL || hs->over || hs->base != data + m->len || k->nch > 1)
@@ -934,6 +1023,10 @@ static void shape_keep(struct tt_fast_memo *m, const struct holes *hs,
     memcpy(m->hole, hs->h, hs->n * sizeof(hs->h[0]));
     memcpy(m->facts, k, SHAPE_FACTS);
     m->nhole = hs->n;
+    m->stable = 0;
+    for (i = 0; i < hs->n; i++)     /* skipped values: fixed until they change */
+        if (hs->h[i].slot < 0)
+            m->stable |= 1u << i;
     m->slen = n;
 }
 

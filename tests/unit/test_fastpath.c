@@ -443,6 +443,60 @@ static void test_shape_holes(void **state)
 }
 
 /*
+ * Stable holes: a skipped value (the id, object, created after "choices",
+ * a flag, a nested member) that keeps its bytes is compared as fixed bytes
+ * of the kept shape, and read again once it changes.  Each skipped value
+ * keeps its bytes for three events, then takes each replacement (same
+ * length, longer, shorter, another kind, invalid, one that ends the
+ * object early or brings a fact), then changes in every event; the facts
+ * after it (content, model, finish) must read as cJSON reads them.
+ */
+static void test_stable_holes(void **state)
+{
+    static const struct { const char *fmt; int fact_first; } shapes[] = {
+        { "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"},\"finish_reason\":null}],\"id\":%s,\"object\":\"chat.completion.chunk\",\"created\":1786479604,\"model\":\"m\"}", 0 },
+        { "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"},\"finish_reason\":null}],\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":%s,\"model\":\"m\"}", 0 },
+        { "{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"},\"finish_reason\":null}],\"meta\":{\"spans\":[1,{\"k\":\"s\"}],\"ok\":%s,\"x\":null}}", 0 },
+        { "{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"x\":%s,\"content\":\"%s\"},\"finish_reason\":null}]}", 1 },
+        { "{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"t\":%s,\"delta\":{\"content\":\"%s\"},\"finish_reason\":null}]}", 1 },
+    };
+    static const char *const first[] = { "\"chatcmpl-1\"", "1786479604", "true", "-1.5e3", "\"ab\"" };
+    static const char *const values[] = {
+        "\"chatcmpl-2\"", "\"chatcmpl-10\"", "\"x\"", "1786479605", "17864796041", "7",
+        "false", "true", "null", "-0", "1.", "tru", "{}", "[1,\"a\"]", "\"\\u00e9\"",
+        "\"\\u0000\"", "\"a\x01\"", "\"\\ud83d\"", "1,\"model\":\"n\"", "\"c\",\"usage\":{\"prompt_tokens\":3}",
+        "\"c\"}]", "2}],\"x\":{\"content\":\"no\"", "01", "1e400",
+    };
+    const size_t nv = sizeof(values) / sizeof(values[0]);
+    size_t iv, i, v, e;
+
+    (void)state;
+    for (iv = 0; iv < nv * (sizeof(shapes) / sizeof(shapes[0])); iv++) {
+        char buf[8][1024];
+        const char *ev[8];
+        int fact_first;
+
+        i = iv / nv;
+        v = iv % nv;
+        fact_first = shapes[i].fact_first;
+
+        for (e = 0; e < 8; e++) {
+            char tok[16], val[64];
+            const char *x = e < 3 ? first[i] : e == 3 ? values[v] : val;
+
+            snprintf(tok, sizeof(tok), "t%zu", e);
+            snprintf(val, sizeof(val), "%zu", 100 + e * 37);
+            if (fact_first)
+                snprintf(buf[e], sizeof(buf[e]), shapes[i].fmt, x, tok);
+            else
+                snprintf(buf[e], sizeof(buf[e]), shapes[i].fmt, tok, x);
+            ev[e] = buf[e];
+        }
+        events_stream(ev, 8, buf[3]);
+    }
+}
+
+/*
  * Shapes that are not kept.  Past SHAPE_HOLES strings a fact would lie in
  * the kept bytes with nothing to refill it; a second choice is not in the
  * kept facts.  Each sequence here reads wrongly if such a shape were kept
@@ -890,6 +944,7 @@ int main(void)
         cmocka_unit_test(test_shape_holes),
         cmocka_unit_test(test_shape_belongs_to_its_prefix),
         cmocka_unit_test(test_shape_not_kept),
+        cmocka_unit_test(test_stable_holes),
         cmocka_unit_test(test_fixtures_both_paths),
         cmocka_unit_test(test_mutations),
     };
