@@ -133,7 +133,8 @@ $(BUILD)/llhttp/%.o: $(LLHTTP_SRCDIR)/%.c $(BUILD)/config.mk
 # -MMD: a test that includes a source file (the sim's) is rebuilt with it
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtt.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -MMD -MP -MF $@.d -o $@ $< $(BUILD)/libtt.a $(LIBS) -lcmocka $(LDSAN) $(LDFLAGS)
+	@mkdir -p $(BUILD)/deps/tests
+	$(CC) $(CFLAGS_ALL) -MMD -MP -MF $(BUILD)/deps/tests/$*.d -o $@ $< $(BUILD)/libtt.a $(LIBS) -lcmocka $(LDSAN) $(LDFLAGS)
 
 unit: all $(UNIT_BIN)
 
@@ -200,4 +201,5 @@ deb: deps
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(CORE_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(BUILD)/proxy/server/main.d $(UNIT_BIN:=.d)
+-include $(CORE_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(BUILD)/proxy/server/main.d \
+         $(UNIT_SRC:tests/unit/%.c=$(BUILD)/deps/tests/%.d)

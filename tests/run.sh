@@ -19,7 +19,13 @@ suite() {
         echo "0 1 0" >>"$results"
         return
     fi
+    # a runner that dies before its summary line is a failure, not silence
+    before=$(wc -l <"$results")
     python3 tests/runner.py --build "$build" --summary "$results" --label "$name"
+    if [ "$(wc -l <"$results")" -eq "$before" ]; then
+        echo "FAIL $name: tests/runner.py ended without its summary"
+        echo "0 1 0" >>"$results"
+    fi
 }
 
 # the code must build warning-free with clang as well as gcc
