@@ -24,6 +24,8 @@ import tempfile
 import threading
 import time
 
+from procs import rss_kib
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -45,14 +47,6 @@ def wait_port(port, deadline=10.0):
         except OSError:
             time.sleep(0.05)
     sys.exit(f"nothing listens on {port}")
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1])
-    return 0
 
 
 def nfds(pid):

@@ -9,25 +9,16 @@ Usage: python3 bench/ws_memory.py [BUILD_DIR] [N]  (ulimit -n must allow
 import base64
 import json
 import os
-import re
 import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import time
 import zlib
 
+from procs import rss_kib, start_sim, start_tokentap
+
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 500
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1])
-    return 0
 
 
 def ws_open(port, deflate):
@@ -57,24 +48,13 @@ def ws_open(port, deflate):
     return s
 
 
-sim = subprocess.Popen([f"{build}/tokentap-sim", "--listen", "127.0.0.1:0"],
-                       stdout=subprocess.PIPE, text=True)
-sim_port = int(re.search(r":(\d+)", sim.stdout.readline()).group(1))
+sim, sim_port = start_sim(build)
+
+
 def measure(deflate):
     """a fresh tokentap for each mode: freed memory of one does not hide the other's"""
-    tmpdir = tempfile.TemporaryDirectory(prefix="tokentap-ws-memory-")
-    ready = os.path.join(tmpdir.name, "ready.json")
-    tt = subprocess.Popen([f"{build}/tokentap", "--listen", "127.0.0.1:0", "--ready-file", ready,
-                           "--upstream", f"http://127.0.0.1:{sim_port}", "--admin", "off"],
-                          stderr=subprocess.DEVNULL)
+    tt, port, tmpdir = start_tokentap(build, sim_port)
     try:
-        end = time.monotonic() + 10
-        while not os.path.exists(ready):
-            if tt.poll() is not None or time.monotonic() > end:
-                sys.exit("tokentap did not start")
-            time.sleep(0.01)
-        with open(ready) as f:
-            port = int(json.load(f)["listen"].rsplit(":", 1)[1])
         time.sleep(0.5)
         base = rss_kib(tt.pid)
         socks = [ws_open(port, deflate) for _ in range(n)]

@@ -10,35 +10,24 @@ Usage: python3 bench/ws_ttft.py [BUILD_DIR] [TURNS]   (needs node and
 tests/node/node_modules: sh scripts/deps.sh node)."""
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from procs import start_sim, start_tokentap
+
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 turns = sys.argv[2] if len(sys.argv) > 2 else "30"
 node_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "node")
 sim_opts = json.dumps({"ttft_ms": 40, "tokens": 8, "gap_ms": 4})
 
-tmp = tempfile.TemporaryDirectory(prefix="tokentap-ws-ttft-")
-sim = subprocess.Popen([f"{build}/tokentap-sim", "--listen", "127.0.0.1:0"],
-                       stdout=subprocess.PIPE, text=True)
-sim_port = int(re.search(r":(\d+)", sim.stdout.readline()).group(1))
-ready = os.path.join(tmp.name, "ready.json")
-rec = os.path.join(tmp.name, "records.jsonl")
-tt = subprocess.Popen([f"{build}/tokentap", "--listen", "127.0.0.1:0", "--ready-file", ready,
-                       "--upstream", f"http://127.0.0.1:{sim_port}", "--admin", "off",
-                       "--record", rec], stderr=subprocess.DEVNULL)
+sim, sim_port = start_sim(build)
+rec_dir = tempfile.TemporaryDirectory(prefix="tokentap-ws-ttft-")
+rec = os.path.join(rec_dir.name, "records.jsonl")
+tt, port, tmp = start_tokentap(build, sim_port, ["--record", rec])
 try:
-    end = time.monotonic() + 10
-    while not os.path.exists(ready):
-        if tt.poll() is not None or time.monotonic() > end:
-            sys.exit("tokentap did not start")
-        time.sleep(0.01)
-    with open(ready) as f:
-        port = int(json.load(f)["listen"].rsplit(":", 1)[1])
     runs = {}
     for script, args in (("responses_ws.mjs", ["--base-url", f"http://127.0.0.1:{port}/v1"]),
                          ("realtime_ws.mjs", ["--url", f"ws://127.0.0.1:{port}/v1/realtime"])):
