@@ -24,6 +24,7 @@
 #include "metrics/recent.h"
 #include "metrics/record.h"
 #include "metrics/semconv.h"
+#include "proxy/base/strcopy.h"
 
 #ifndef TT_VERSION
 #define TT_VERSION "0.0.0"
@@ -156,15 +157,6 @@ static uint32_t fnv(uint32_t h, const char *s)
     return (h ^ 0xff) * 16777619u;      /* separator */
 }
 
-static void copy_trunc(char *dst, size_t cap, const char *src)
-{
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 static char *make_labels(const char *upstream, const char *api, const char *model)
 {
     size_t n = tt_prom_escape_label(NULL, upstream) + tt_prom_escape_label(NULL, api)
@@ -199,7 +191,7 @@ static const char *model_label(struct tt_agg *a, const char *model)
     }
     if (a->nmodels >= a->model_cap)
         return OTHER_MODEL;
-    copy_trunc(a->models[a->nmodels], MODEL_LEN, model);
+    tt_copy_str(a->models[a->nmodels], MODEL_LEN, model);
     a->mslot[i] = (int)a->nmodels;
     return a->models[a->nmodels++];
 }
@@ -234,7 +226,7 @@ static struct series *series_get(struct tt_agg *a, const char *upstream,
                                  const char *api, const char *mlabel)
 {
     char up[UPSTREAM_LEN];
-    copy_trunc(up, sizeof(up), upstream);
+    tt_copy_str(up, sizeof(up), upstream);
     uint32_t h = fnv(fnv(fnv(2166136261u, up), api), mlabel);
 
     for (struct series *s = a->tab[h & (a->tab_cap - 1)]; s; s = s->next)
@@ -253,9 +245,9 @@ static struct series *series_get(struct tt_agg *a, const char *upstream,
         return NULL;
     }
     s->hash = h;
-    copy_trunc(s->upstream, sizeof(s->upstream), up);
-    copy_trunc(s->api, sizeof(s->api), api);
-    copy_trunc(s->model, sizeof(s->model), mlabel);
+    tt_copy_str(s->upstream, sizeof(s->upstream), up);
+    tt_copy_str(s->api, sizeof(s->api), api);
+    tt_copy_str(s->model, sizeof(s->model), mlabel);
     uint64_t *b = (uint64_t *)(s + 1);
     for (int f = 0; f < TT_FAM__COUNT; f++) {
         s->h[f].b = b;
@@ -278,7 +270,7 @@ struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts)
     if (a == NULL)
         return NULL;
     a->model_cap = opts && opts->model_cap ? opts->model_cap : 32;
-    copy_trunc(a->version, sizeof(a->version),
+    tt_copy_str(a->version, sizeof(a->version),
                opts && opts->version ? opts->version : TT_VERSION);
 
     for (int f = 0; f < TT_FAM__COUNT; f++) {
@@ -323,7 +315,7 @@ struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts)
         goto fail;
     if (tt_wstats_init(&a->w[0], NWH, WC__COUNT, tt_now_mono()) < 0)
         goto fail;
-    copy_trunc(a->up[0], sizeof(a->up[0]), "primary");
+    tt_copy_str(a->up[0], sizeof(a->up[0]), "primary");
     a->nup = 1;
     pthread_mutex_init(&a->mu, NULL);
     return a;
@@ -405,7 +397,7 @@ static unsigned upstream_index(struct tt_agg *a, const char *name)
     if (a->nup == TT_AGG_UPSTREAMS ||
         tt_wstats_init(&a->w[a->nup], NWH, WC__COUNT, a->w[0].start_ns) < 0)
         return 0;
-    copy_trunc(a->up[a->nup], sizeof(a->up[0]), name);
+    tt_copy_str(a->up[a->nup], sizeof(a->up[0]), name);
     return a->nup++;
 }
 

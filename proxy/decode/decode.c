@@ -16,20 +16,12 @@
  *    the finish chunk.
  */
 #include "proxy/decode/decode.h"
+#include "proxy/base/strcopy.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void copy_str(char *dst, size_t cap, const char *src)
-{
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
 
 int tt_jnum(const cJSON *o, const char *key, double *out)
 {
@@ -84,13 +76,13 @@ void tt_dec_audio(struct tt_stream *st, const char *b64)
 void tt_dec_model(struct tt_stream *st, const char *m)
 {
     if (m != NULL && m[0] != '\0' && st->r->s.model[0] == '\0')
-        copy_str(st->r->s.model, sizeof(st->r->s.model), m);
+        tt_copy_str(st->r->s.model, sizeof(st->r->s.model), m);
 }
 
 void tt_dec_response_id(struct tt_stream *st, const char *id)
 {
     if (id != NULL && id[0] != '\0' && st->r->s.response_id[0] == '\0')
-        copy_str(st->r->s.response_id, sizeof(st->r->s.response_id), id);
+        tt_copy_str(st->r->s.response_id, sizeof(st->r->s.response_id), id);
 }
 
 void tt_dec_lead_id(struct tt_stream *st, const char *data, size_t len)
@@ -117,7 +109,7 @@ void tt_dec_lead_id(struct tt_stream *st, const char *data, size_t len)
 void tt_dec_finish(struct tt_stream *st, const char *f)
 {
     if (f != NULL && f[0] != '\0')
-        copy_str(st->r->s.finish_reason, sizeof(st->r->s.finish_reason), f);
+        tt_copy_str(st->r->s.finish_reason, sizeof(st->r->s.finish_reason), f);
 }
 
 void tt_dec_terminal(struct tt_stream *st)
@@ -166,9 +158,9 @@ void tt_dec_error(struct tt_stream *st, const cJSON *err, const cJSON *parent)
             st->err_code = (int)n;
     }
     if (type != NULL)
-        copy_str(s->error_type, sizeof(s->error_type), type);
+        tt_copy_str(s->error_type, sizeof(s->error_type), type);
     if (msg != NULL)
-        copy_str(s->error_message, sizeof(s->error_message), msg);
+        tt_copy_str(s->error_message, sizeof(s->error_message), msg);
 }
 
 void tt_dec_error_text(struct tt_stream *st, const char *text, size_t len)

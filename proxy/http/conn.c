@@ -80,6 +80,7 @@
 #include "proxy/http/wsturn.h"
 #include "proxy/http/worker.h"
 #include "tls/tls.h"
+#include "proxy/base/strcopy.h"
 
 /*
  * The request side's state (c->rq); conn_set_state() is its one writer.
@@ -435,15 +436,6 @@ static int sink_full(void *arg)
            evbuffer_get_length(bufferevent_get_output(c->cbev)) >= CFG(c)->buffer_bytes;
 }
 
-/* copy a header value into a fixed field, truncated */
-static void copy_field(char *dst, size_t cap, const char *src, size_t len)
-{
-    if (len >= cap)
-        len = cap - 1;
-    memcpy(dst, src, len);
-    dst[len] = '\0';
-}
-
 /* the one lifecycle function of the request side (invariants: rq_state) */
 static void conn_set_state(struct tt_conn *c, enum rq_state st, const char *why)
 {
@@ -517,7 +509,7 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
     if (c->active) {
         /* a request cut off inside its head: keep what is known of it */
         if (c->req.path[0] == '\0' && c->rqh.tlen > 0 && c->rqh.buf != NULL)
-            copy_field(c->req.path, sizeof(c->req.path), c->rqh.buf + c->rqh.target,
+            tt_copy_mem(c->req.path, sizeof(c->req.path), c->rqh.buf + c->rqh.target,
                        c->rqh.tlen);
         tt_request_set_error(&c->req, status, type, msg);
         if (!c->resp_started)
@@ -621,7 +613,7 @@ static void client_request_id(struct tt_conn *c)
     const char *v = tt_head_get(&c->rqh, "x-request-id", &len);
 
     if (v != NULL && len > 0)
-        copy_field(c->req.request_id, sizeof(c->req.request_id), v, len);
+        tt_copy_mem(c->req.request_id, sizeof(c->req.request_id), v, len);
 }
 
 static void request_begin(struct tt_conn *c)
@@ -774,9 +766,9 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
         return -1;
     }
     method = llhttp_method_name(llhttp_get_method(&c->rqp));
-    copy_field(c->req.method, sizeof(c->req.method), method, strlen(method));
-    copy_field(target, sizeof(target), c->rqh.buf + c->rqh.target, c->rqh.tlen);
-    copy_field(c->req.path, sizeof(c->req.path), target, strlen(target));
+    tt_copy_mem(c->req.method, sizeof(c->req.method), method, strlen(method));
+    tt_copy_mem(target, sizeof(target), c->rqh.buf + c->rqh.target, c->rqh.tlen);
+    tt_copy_mem(c->req.path, sizeof(c->req.path), target, strlen(target));
     c->req.api = tt_api_detect(c->rqh.buf + c->rqh.target, c->rqh.tlen);
     client_request_id(c);
 
