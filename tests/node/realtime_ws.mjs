@@ -45,25 +45,13 @@ import net from 'node:net';
 import OpenAI from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import { OpenAIRealtimeWS as BetaRealtimeWS } from 'openai/beta/realtime/ws';
+import { opt, flag, out, now, simOfTurn } from './cli.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : dflt;
-};
-const flag = (name) => args.includes(name);
 const url = opt('--url');
 const turns = Number(opt('--turns', '1'));
 const model = opt('--model', 'gpt-realtime');
-const sim = opt('--sim');
 // --sim-turn K:JSON (repeatable): turn K's knobs instead of --sim's
-const simTurn = new Map();
-args.forEach((a, i) => {
-  if (a !== '--sim-turn') return;
-  const v = args[i + 1];
-  simTurn.set(Number(v.slice(0, v.indexOf(':'))), v.slice(v.indexOf(':') + 1));
-});
-const simOf = (n) => simTurn.get(n) ?? sim;
+const simOf = simOfTurn();
 const cancelTurn = Number(opt('--cancel-turn', '0'));
 const dropTurn = Number(opt('--drop-turn', '0'));
 const beta = flag('--beta');
@@ -74,10 +62,6 @@ if (!url || !/^wss?:\/\//.test(url)) {
   process.exit(2);
 }
 
-const out = (o) =>
-  process.stdout.write(JSON.stringify(o, (k, v) => (typeof v === 'bigint' ? `__big${v}` : v))
-    .replace(/"__big(\d+)"/g, '$1') + '\n');
-const now = () => process.hrtime.bigint();
 setTimeout(() => { process.stderr.write(`realtime_ws: no end after ${timeoutMs} ms\n`); process.exit(3); },
            timeoutMs).unref();
 

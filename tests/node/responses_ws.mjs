@@ -38,24 +38,13 @@
 import fs from 'node:fs';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
+import { opt, flag, out, now, simOfTurn } from './cli.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : dflt;
-};
 const baseURL = opt('--base-url');
 const turns = Number(opt('--turns', '1'));
 const model = opt('--model', 'sim-model');
-const sim = opt('--sim');
 // --sim-turn K:JSON (repeatable): turn K's knobs instead of --sim's
-const simTurn = new Map();
-args.forEach((a, i) => {
-  if (a !== '--sim-turn') return;
-  const v = args[i + 1];
-  simTurn.set(Number(v.slice(0, v.indexOf(':'))), v.slice(v.indexOf(':') + 1));
-});
-const simOf = (n) => simTurn.get(n) ?? sim;
+const simOf = simOfTurn();
 const cancelTurn = Number(opt('--cancel-turn', '0'));
 const dropTurn = Number(opt('--drop-turn', '0'));
 const caFile = opt('--ca');
@@ -65,16 +54,12 @@ if (!baseURL) {
   process.exit(2);
 }
 
-const out = (o) =>
-  process.stdout.write(JSON.stringify(o, (k, v) => (typeof v === 'bigint' ? `__big${v}` : v))
-    .replace(/"__big(\d+)"/g, '$1') + '\n');
-const now = () => process.hrtime.bigint();
 setTimeout(() => { process.stderr.write(`responses_ws: no end after ${timeoutMs} ms\n`); process.exit(3); },
            timeoutMs).unref();
 
 // ws options go through ResponsesWS to `new WebSocket(url, options)`
 const wsOptions = {};
-if (args.includes('--no-deflate')) wsOptions.perMessageDeflate = false;
+if (flag('--no-deflate')) wsOptions.perMessageDeflate = false;
 else if (opt('--deflate-threshold')) wsOptions.perMessageDeflate = { threshold: Number(opt('--deflate-threshold')) };
 if (caFile) wsOptions.ca = fs.readFileSync(caFile);
 

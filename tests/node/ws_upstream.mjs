@@ -42,13 +42,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import { WebSocketServer } from 'ws';
+import { opt, flag, out, now } from './cli.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : dflt;
-};
-const flag = (name) => args.includes(name);
 
 const listen = opt('--listen', '127.0.0.1:0');
 const readyFile = opt('--ready-file');
@@ -56,10 +51,6 @@ const certFile = opt('--tls-cert');
 const keyFile = opt('--tls-key');
 const [host, portStr] = [listen.slice(0, listen.lastIndexOf(':')), listen.slice(listen.lastIndexOf(':') + 1)];
 
-const out = (o) =>
-  process.stdout.write(JSON.stringify(o, (k, v) => (typeof v === 'bigint' ? `__big${v}` : v))
-    .replace(/"__big(\d+)"/g, '$1') + '\n');
-const now = () => process.hrtime.bigint();
 
 // permessage-deflate: on unless --no-deflate; every message compressed
 // (threshold 0, ws's default is 1024) so that small events exercise inflate
