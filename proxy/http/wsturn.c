@@ -20,6 +20,13 @@
 #include "proxy/http/httphead.h"
 #include "proxy/decode/stream.h"
 #include "proxy/decode/ws.h"
+#include "proxy/base/strcopy.h"
+
+/* a response.create that came while a turn ran: its t0 and model */
+struct ws_pending {
+    uint64_t t0;
+    char     model[64];
+};
 
 struct tt_ws_sess {
     struct tt_ws_reader   cr, sr;       /* the client's frames, the server's */
@@ -30,8 +37,7 @@ struct tt_ws_sess {
     enum tt_think_mode    think;
     uint64_t              now;          /* arrival of the bytes being read */
     int                   from_client;  /* the direction being read */
-    uint64_t              pending[TT_WS_PENDING_MAX];  /* t0s of queued creates */
-    char                  pmodel[TT_WS_PENDING_MAX][64];
+    struct ws_pending     pending[TT_WS_PENDING_MAX];  /* creates that wait */
     unsigned              npending;
     unsigned              vad:1;        /* Realtime: the server detects turns */
     unsigned              stopped:1;
@@ -47,17 +53,6 @@ enum tt_api tt_ws_session_api(enum tt_api api, const struct tt_head *rsh)
     if (rsh == NULL || !tt_head_has_token(rsh, "upgrade", "websocket"))
         return TT_API_OTHER;
     return api;
-}
-
-static void copy_str(char *dst, size_t cap, const char *src)
-{
-    size_t n = src != NULL ? strlen(src) : 0;
-
-    if (n >= cap)
-        n = cap - 1;
-    if (n > 0)
-        memcpy(dst, src, n);
-    dst[n] = '\0';
 }
 
 /* ------------------------------------------------------------------ */
@@ -84,15 +79,15 @@ static void turn_open(struct tt_ws_sess *s, uint64_t t0, const char *model)
     t->upstream_name = sess->upstream_name;
     t->target_idx = sess->target_idx;
     t->upstream_reused = sess->upstream_reused;
-    copy_str(t->client, sizeof(t->client), sess->client);
-    copy_str(t->method, sizeof(t->method), sess->method);
-    copy_str(t->path, sizeof(t->path), sess->path);
-    copy_str(t->model, sizeof(t->model), model != NULL && model[0] ? model : s->model);
+    tt_copy_str(t->client, sizeof(t->client), sess->client);
+    tt_copy_str(t->method, sizeof(t->method), sess->method);
+    tt_copy_str(t->path, sizeof(t->path), sess->path);
+    tt_copy_str(t->model, sizeof(t->model), model != NULL && model[0] ? model : s->model);
     snprintf(t->request_id, sizeof(t->request_id), "%.100s.%u", sess->request_id,
              (unsigned)sess->ws.turn);
     t->ws.on = 1;
     t->ws.turn = sess->ws.turn;
-    copy_str(t->ws.session_id, sizeof(t->ws.session_id), sess->ws.session_id);
+    tt_copy_str(t->ws.session_id, sizeof(t->ws.session_id), sess->ws.session_id);
     s->st = tt_stream_new_messages(t, s->api, s->think);
     if (s->st == NULL) {
         tt_request_reset(t);
@@ -121,14 +116,11 @@ static void turn_close(struct tt_ws_sess *s, int complete)
     tt_request_reset(t);
     free(t);
     if (s->npending > 0 && !s->stopped) {
-        uint64_t t0 = s->pending[0];
-        char model[64];
+        struct ws_pending next = s->pending[0];
 
-        memcpy(model, s->pmodel[0], sizeof(model));
         s->npending--;
         memmove(s->pending, s->pending + 1, s->npending * sizeof(s->pending[0]));
-        memmove(s->pmodel, s->pmodel + 1, s->npending * sizeof(s->pmodel[0]));
-        turn_open(s, t0, model);
+        turn_open(s, next.t0, next.model);
     }
 }
 
@@ -150,12 +142,63 @@ static int type_is(const char *type, const char *want)
     return type != NULL && strcmp(type, want) == 0;
 }
 
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/*
+ * A message that opens with its type ({"type":"x",...: every event the
+ * OpenAI APIs and their SDKs send) and whose type is none of <wanted>
+ * (NULL-terminated) needs no tree: 1 then.  0 when the type is wanted or
+ * not read there (the caller parses the message).  Realtime clients send
+ * audio in input_audio_buffer.append messages of tens of KiB, many a
+ * second; this keeps them out of the JSON parser.
+ */
+static int lead_type_other(const char *d, size_t len, const char *const *wanted)
+{
+    static const char key[] = "\"type\"";
+    size_t i = 0, n, k;
+
+    while (i < len && is_blank(d[i]))
+        i++;
+    if (i >= len || d[i++] != '{')
+        return 0;
+    while (i < len && is_blank(d[i]))
+        i++;
+    if (len - i < sizeof(key) - 1 || memcmp(d + i, key, sizeof(key) - 1) != 0)
+        return 0;
+    i += sizeof(key) - 1;
+    while (i < len && is_blank(d[i]))
+        i++;
+    if (i >= len || d[i++] != ':')
+        return 0;
+    while (i < len && is_blank(d[i]))
+        i++;
+    if (i >= len || d[i++] != '"')
+        return 0;
+    for (n = 0; i + n < len && d[i + n] != '"'; n++)
+        if (d[i + n] == '\\')
+            return 0;                   /* an escape: let the parser read it */
+    if (i + n >= len)
+        return 0;
+    for (k = 0; wanted[k] != NULL; k++)
+        if (strlen(wanted[k]) == n && memcmp(wanted[k], d + i, n) == 0)
+            return 0;
+    return 1;
+}
+
 /* a client message: response.create begins a turn (or waits for one) */
 static void client_msg(struct tt_ws_sess *s, const char *data, size_t len)
 {
-    const cJSON *root = tt_json_parse(data, len);
-    const char *type = tt_jstr(root, "type"), *model;
+    static const char *const wanted[] = { "response.create", NULL };
+    const cJSON *root;
+    const char *type, *model;
 
+    if (lead_type_other(data, len, wanted))
+        return;
+    root = tt_json_parse(data, len);
+    type = tt_jstr(root, "type");
     if (!type_is(type, "response.create"))
         return;
     model = tt_jstr(root, "model");                 /* Responses */
@@ -168,8 +211,8 @@ static void client_msg(struct tt_ws_sess *s, const char *data, size_t len)
         return;
     }
     if (s->npending < TT_WS_PENDING_MAX) {
-        s->pending[s->npending] = s->now;
-        copy_str(s->pmodel[s->npending], sizeof(s->pmodel[0]), model);
+        s->pending[s->npending].t0 = s->now;
+        tt_copy_str(s->pending[s->npending].model, sizeof(s->pending[0].model), model);
         s->npending++;
     }
 }
@@ -182,7 +225,7 @@ static void realtime_session(struct tt_ws_sess *s, const cJSON *sess)
     if (!cJSON_IsObject(sess))
         return;
     if (tt_jstr(sess, "model") != NULL)
-        copy_str(s->model, sizeof(s->model), tt_jstr(sess, "model"));
+        tt_copy_str(s->model, sizeof(s->model), tt_jstr(sess, "model"));
     td = tt_jget(sess, "turn_detection");                           /* beta */
     if (td == NULL)
         td = tt_jget(tt_jget(tt_jget(sess, "audio"), "input"), "turn_detection");
@@ -193,9 +236,17 @@ static void realtime_session(struct tt_ws_sess *s, const cJSON *sess)
 /* a server message outside a turn: may begin one */
 static void server_idle_msg(struct tt_ws_sess *s, const char *data, size_t len)
 {
-    const cJSON *root = tt_json_parse(data, len);
-    const char *type = tt_jstr(root, "type");
+    static const char *const wanted[] = {
+        "session.created", "session.updated", "input_audio_buffer.committed",
+        "response.created", NULL
+    };
+    const cJSON *root;
+    const char *type;
 
+    if (lead_type_other(data, len, wanted))
+        return;
+    root = tt_json_parse(data, len);
+    type = tt_jstr(root, "type");
     if (type == NULL)
         return;
     if (s->api == TT_API_OPENAI_REALTIME &&
@@ -306,7 +357,7 @@ struct tt_ws_sess *tt_ws_sess_new(struct tt_request *sess, enum tt_api api,
     tt_ws_reader_init(&s->sr, 0, &d, max_msg, on_msg, s);
     sess->ws.on = 1;
     sess->ws.session = 1;
-    copy_str(sess->ws.session_id, sizeof(sess->ws.session_id), sess->request_id);
+    tt_copy_str(sess->ws.session_id, sizeof(sess->ws.session_id), sess->request_id);
     if (bad)
         stop(s, "Sec-WebSocket-Extensions of the 101 response is malformed");
     return s;

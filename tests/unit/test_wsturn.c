@@ -477,6 +477,31 @@ static void test_fixture_same_as_sse(void **state)
     }
 }
 
+/* the type read without a tree only when it opens the message plainly:
+ * other shapes still go to the parser, and only creates open turns */
+static void test_create_shapes(void **state)
+{
+    struct rig g;
+    (void)state;
+
+    rig_init(&g, TT_API_OPENAI_REALTIME, NULL);
+    client_says(&g, "{\"type\":\"input_audio_buffer.append\",\"audio\":\"AAAA\"}", 10 * MS);
+    client_says(&g, "{\"type\":\"response.create.not\"}", 11 * MS);
+    client_says(&g, " { \"type\" : \"session.update\", \"session\":{}}", 12 * MS);
+    assert_int_equal(g.seen.begun, 0);
+    client_says(&g, "{\"event_id\":\"e1\",\"type\":\"response.create\"}", 20 * MS);
+    server_says(&g, "{\"type\":\"response.done\",\"response\":{\"status\":\"completed\"}}", 30 * MS);
+    client_says(&g, "{\"type\":\"response.cre\\u0061te\"}", 40 * MS);
+    server_says(&g, "{\"type\":\"response.done\",\"response\":{\"status\":\"completed\"}}", 50 * MS);
+    client_says(&g, " {\n\"type\": \"response.create\"}", 60 * MS);
+    server_says(&g, "{\"type\":\"response.done\",\"response\":{\"status\":\"completed\"}}", 70 * MS);
+    assert_int_equal(g.seen.n, 3);
+    assert_int_equal(g.seen.t[0].t0, 20 * MS);
+    assert_int_equal(g.seen.t[1].t0, 40 * MS);
+    assert_int_equal(g.seen.t[2].t0, 60 * MS);
+    rig_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -488,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_broken_frames),
         cmocka_unit_test(test_realtime),
         cmocka_unit_test(test_realtime_vad),
+        cmocka_unit_test(test_create_shapes),
         cmocka_unit_test(test_fixture_same_as_sse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
