@@ -116,6 +116,8 @@ struct tt_agg {
     unsigned         model_cap;
     double           bounds[TT_FAM__COUNT][TT_AGG_MAX_BUCKETS];
     unsigned         nb[TT_FAM__COUNT];
+    double           wscale[TT_M__COUNT];   /* window_scale(), per metric */
+    double           fdiv[TT_M__COUNT];     /* to a family's unit: ms to s */
     char             version[64];
 
     struct series  **tab;       /* hash table of chains, tab_cap a power of 2 */
@@ -264,12 +266,18 @@ static struct series *series_get(struct tt_agg *a, const char *upstream,
 
 /* ---- life ---------------------------------------------------------------- */
 
+static double window_scale(int metric);
+
 struct tt_agg *tt_agg_new(const struct tt_agg_opts *opts)
 {
     struct tt_agg *a = calloc(1, sizeof(*a));
     if (a == NULL)
         return NULL;
     a->model_cap = opts && opts->model_cap ? opts->model_cap : 32;
+    for (int i = 0; i < TT_M__COUNT; i++) {
+        a->wscale[i] = window_scale(i);
+        a->fdiv[i] = strcmp(tt_metric_unit[i], "ms") == 0 ? 1000.0 : 1.0;
+    }
     tt_copy_str(a->version, sizeof(a->version),
                opts && opts->version ? opts->version : TT_VERSION);
 
@@ -440,9 +448,9 @@ static double window_scale(int metric)
     return 1000.0;
 }
 
-static uint64_t to_window(int metric, double v)
+static uint64_t to_window(const struct tt_agg *a, int metric, double v)
 {
-    v *= window_scale(metric);
+    v *= a->wscale[metric];
     return v > 0 ? (uint64_t)llround(v) : 0;
 }
 
@@ -568,7 +576,7 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
     if (oc == TT_OUT_OK) {
         for (int i = 0; i < TT_M__COUNT; i++)
             if (m->present & (1u << i))
-                tt_wcursor_record(ws, &c, (unsigned)i, to_window(i, m->v[i]));
+                tt_wcursor_record(ws, &c, (unsigned)i, to_window(a, i, m->v[i]));
         tt_wcursor_add(ws, &c, WH_ICL, g.idx, g.n, g.nd, g.count, g.sum, g.min, g.max);
     }
 
@@ -607,10 +615,7 @@ int tt_agg_observe_at(struct tt_agg *a, const struct tt_request *r,
             int id = family_metric[f];
             if (id == TT_M_ICL || !(m->present & (1u << id)))
                 continue;
-            double v = m->v[id];
-            if (strcmp(tt_metric_unit[id], "ms") == 0)
-                v /= 1000.0;
-            fam_observe(a, s, f, v);
+            fam_observe(a, s, f, m->v[id] / a->fdiv[id]);
         }
         gaps_family(a, s, &g);
     }

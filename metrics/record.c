@@ -102,11 +102,25 @@ char *tt_fmt_u64(char *end, uint64_t v)
     return end;
 }
 
+/* <v> in decimal, written in place: its digits counted first, then set
+ * from the last two at a time (no copy through a scratch buffer) */
 static void jw_u64(struct jw *w, uint64_t v)
 {
-    char tmp[24];
-    char *s = tt_fmt_u64(tmp + sizeof(tmp), v);
-    jw_raw(w, s, (size_t)(tmp + sizeof(tmp) - s));
+    static const uint64_t p10[20] = {
+        1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
+        10000000ull, 100000000ull, 1000000000ull, 10000000000ull,
+        100000000000ull, 1000000000000ull, 10000000000000ull,
+        100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+        100000000000000000ull, 1000000000000000000ull,
+        10000000000000000000ull };
+    /* digits: log10 from the bit length (1233/4096 ~ log10 2), then one
+     * compare */
+    unsigned t = (unsigned)(64 - __builtin_clzll(v | 1)) * 1233 >> 12;
+    unsigned n = t + (v >= p10[t]) + (v == 0);
+    if (w->len + n > w->cap && jw_grow(w, n) < 0)
+        return;
+    w->len += n;
+    tt_fmt_u64(w->p + w->len, v);
 }
 
 static void jw_i64(struct jw *w, int64_t v)
@@ -157,8 +171,9 @@ static inline size_t fmt_ms(char *o, uint64_t ns)
 
 static void jw_ms(struct jw *w, uint64_t ns)
 {
-    char tmp[MS_MAX];
-    jw_raw(w, tmp, fmt_ms(tmp, ns));
+    if (w->len + MS_MAX > w->cap && jw_grow(w, MS_MAX) < 0)
+        return;
+    w->len += fmt_ms(w->p + w->len, ns);
 }
 
 /*
@@ -255,6 +270,20 @@ static void jw_double(struct jw *w, double v)
     jw_raw(w, tmp, tt_fmt_g15(tmp, v));
 }
 
+/* bytes a JSON string takes as they are: printable ASCII but the quote
+ * and the backslash */
+#define PLAIN16(b) [b] = 1, [b + 1] = 1, [b + 2] = 1, [b + 3] = 1, \
+    [b + 4] = 1, [b + 5] = 1, [b + 6] = 1, [b + 7] = 1, [b + 8] = 1, \
+    [b + 9] = 1, [b + 10] = 1, [b + 11] = 1, [b + 12] = 1, [b + 13] = 1, \
+    [b + 14] = 1, [b + 15] = 1
+#define PLAIN4(b) [b] = 1, [b + 1] = 1, [b + 2] = 1, [b + 3] = 1
+static const unsigned char plain[256] = {
+    [0x20] = 1, [0x21] = 1, /* '"' */ [0x23] = 1, PLAIN4(0x24),
+    PLAIN4(0x28), PLAIN4(0x2c), PLAIN16(0x30), PLAIN16(0x40),
+    PLAIN4(0x50), PLAIN4(0x54), PLAIN4(0x58), /* '\\' */ [0x5d] = 1,
+    [0x5e] = 1, [0x5f] = 1, PLAIN16(0x60), PLAIN16(0x70),
+};
+
 static void jw_strn(struct jw *w, const char *str, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
@@ -265,7 +294,7 @@ static void jw_strn(struct jw *w, const char *str, size_t n)
     while (i < n) {
         /* copy plain printable ASCII in runs */
         size_t j = i;
-        while (j < n && s[j] >= 0x20 && s[j] < 0x80 && s[j] != '"' && s[j] != '\\')
+        while (j < n && plain[s[j]])
             j++;
         if (j > i) {
             jw_raw(w, str + i, j - i);
@@ -309,12 +338,21 @@ static void jw_str(struct jw *w, const char *s)
 
 static void jw_key(struct jw *w, const char *k, int *first)
 {
+    size_t n = strlen(k);           /* keys are ours: no escaping needed */
+    char *o;
+
+    if (w->len + n + 4 > w->cap && jw_grow(w, n + 4) < 0)
+        return;
+    o = w->p + w->len;
     if (!*first)
-        jw_raw(w, ",", 1);
+        *o++ = ',';
     *first = 0;
-    jw_raw(w, "\"", 1);
-    jw_lit(w, k);                   /* keys are ours: no escaping needed */
-    jw_raw(w, "\":", 2);
+    *o++ = '"';
+    memcpy(o, k, n);
+    o += n;
+    *o++ = '"';
+    *o++ = ':';
+    w->len = (size_t)(o - w->p);
 }
 
 /* a key that is a string literal: its quotes and colon joined at compile time */
@@ -464,14 +502,23 @@ uint64_t tt_record_end_mono(const struct tt_request *r)
     return end;
 }
 
+/* each metric's entry around its value, "tag":{"value": and ,"unit":"U"},
+ * joined at compile time from the metric table */
+struct lit { const char *s; size_t n; };
+#define LIT(str) { str, sizeof(str) - 1 }
+#define M_HEAD(id, tag, ...) [TT_M_##id] = LIT("\"" tag "\":{\"value\":"),
+#define M_TAIL(id, tag, unit, ...) [TT_M_##id] = LIT(",\"unit\":\"" unit "\"}"),
+static const struct lit metric_head[TT_M__COUNT] = { TT_METRICS(M_HEAD) };
+static const struct lit metric_tail[TT_M__COUNT] = { TT_METRICS(M_TAIL) };
+
 static void metric_entry(struct jw *w, int id, double v, int *first)
 {
-    jw_key(w, tt_metric_tag[id], first);
-    JW_LIT(w, "{\"value\":");
+    if (!*first)
+        jw_raw(w, ",", 1);
+    *first = 0;
+    jw_raw(w, metric_head[id].s, metric_head[id].n);
     jw_double(w, v);
-    JW_LIT(w, ",\"unit\":\"");
-    jw_lit(w, tt_metric_unit[id]);
-    JW_LIT(w, "\"}");
+    jw_raw(w, metric_tail[id].s, metric_tail[id].n);
 }
 
 /* Realtime's usage details (SPEC section 13), inside metadata.usage */
