@@ -24,6 +24,13 @@
  *   reorder  "choices" and what follows it first, then id, object, ...
  *   inner    + "x_note":"<s>" in each delta, "stop_reason":null in each choice
  *   mix      all of the above in one event
+ *
+ * With --write, the rewritten stream goes to standard output instead, its
+ * token events (the fixture's between the first event and the last three)
+ * repeated R times, for replaying through the whole proxy
+ * (bench/proxy_shapes.sh):
+ *
+ *   bench_decode FIXTURE.sse --write SHAPE R > SHAPE.sse
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +186,33 @@ static char *reshape_sse(const char *buf, size_t n, const char *shape, size_t *l
     return out.p;
 }
 
+/* the fixture's events, the middle ones (all but the first and the last
+ * three) <r> times: a longer stream of the same server */
+static char *repeat_middle(const char *buf, size_t n, unsigned r, size_t *len)
+{
+    const char *ev[4096];
+    size_t nev = 0;
+    const char *p = buf, *e = buf + n, *q;
+    struct sb out = { NULL, 0, 0 };
+
+    while (p < e && nev < sizeof(ev) / sizeof(ev[0])) {
+        ev[nev++] = p;
+        q = memmem(p, (size_t)(e - p), "\n\n", 2);
+        p = q != NULL ? q + 2 : e;
+    }
+    if (nev < 5) {                  /* too short to have a middle */
+        put(&out, buf, n);
+        *len = out.n;
+        return out.p;
+    }
+    put(&out, ev[0], (size_t)(ev[1] - ev[0]));
+    for (unsigned k = 0; k < r; k++)
+        put(&out, ev[1], (size_t)(ev[nev - 3] - ev[1]));
+    put(&out, ev[nev - 3], (size_t)(e - ev[nev - 3]));
+    *len = out.n;
+    return out.p;
+}
+
 int main(int argc, char **argv)
 {
     static char buf[1 << 20];
@@ -190,12 +224,32 @@ int main(int argc, char **argv)
     FILE *f;
     int i, iters;
 
-    if (argc < 3 || argc > 4 || (f = fopen(argv[1], "rb")) == NULL) {
-        fprintf(stderr, "usage: bench_decode FIXTURE.sse ITERATIONS [SHAPE]\n");
+    if (argc < 3 || argc > 5 || (f = fopen(argv[1], "rb")) == NULL) {
+        fprintf(stderr, "usage: bench_decode FIXTURE.sse ITERATIONS [SHAPE]\n"
+                        "       bench_decode FIXTURE.sse --write SHAPE REPEAT\n");
         return 2;
     }
     n = fread(buf, 1, sizeof(buf), f);
     fclose(f);
+    if (strcmp(argv[2], "--write") == 0) {
+        size_t ln;
+        char *longer;
+        if (argc != 5)
+            return 2;
+        for (i = 0; shapes[i] != NULL && strcmp(shapes[i], argv[3]) != 0; i++)
+            ;
+        if (shapes[i] == NULL) {
+            fprintf(stderr, "bench_decode: unknown shape %s\n", argv[3]);
+            return 2;
+        }
+        longer = repeat_middle(buf, n, (unsigned)atoi(argv[4]), &ln);
+        data = reshape_sse(longer, ln, argv[3], &n);
+        fwrite(data, 1, n, stdout);
+        free(longer);
+        return 0;
+    }
+    if (argc == 5)
+        return 2;
     iters = atoi(argv[2]);
     if (argc == 4) {
         for (i = 0; shapes[i] != NULL && strcmp(shapes[i], argv[3]) != 0; i++)
