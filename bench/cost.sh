@@ -38,7 +38,8 @@
 # Prints one line per proxy and workload,
 #   CG proxy=P workload=W unit=U ir_per_unit=N ir_k1=N ir_k2=N units=N ...
 # (or error=WHY), then the tables, with the goals, and for tokentap's rows
-# that miss their goal (COST_PROFILE=0: none) its functions' self Ir per unit
+# that miss their goal (COST_PROFILE=0: none, =all: every row) its functions'
+# self Ir per unit
 # (K2's profile minus K1's, callgrind_annotate).
 # Knobs: COST_PROXIES ("tt ttnorec nginx haproxy"), COST_WORKLOADS ("ka-stream
 # ka-json conn tls-full tls-resume stream100 shadow"), COST_K1 (2), COST_K2
@@ -106,7 +107,7 @@ END {
         printf "(shadow added = %+.1f %% of nginx per event; tokentap with the shadow = %.2f x nginx per event)\n", 100 * sh / ng, v("ttshadow", "stream100") / ng
     printf "(tt/ngx: tokentap / nginx; handshake rows: the TLS connection less the plain one, both with the same one-token request)\n"
     for (k in err) { split(k, q, SUBSEP); printf "not counted: %s %s: %s\n", q[1], q[2], why[q[1], q[2]] }
-    for (k in res) { split(k, q, SUBSEP); split(res[k], rr, "/"); if (rr[1] != rr[2]) printf "warning: %s %s resumed %s sessions\n", q[1], q[2], res[k] }
+    for (k in res) { split(k, q, SUBSEP); split(res[k], rr, "/"); if (q[2] == "tls-resume" && rr[1] != rr[2]) printf "warning: %s %s resumed %s sessions\n", q[1], q[2], res[k] }
     for (p in tls) printf "TLS negotiated with %s: %s\n", P[p] != "" ? P[p] : p, tls[p]
     for (i = 1; i <= nunmet; i++) printf "goal not met: %s\n", unmet[i]
 }' "$@"
@@ -286,13 +287,15 @@ summary "$T/cg.txt" | tee "$T/summary.txt"
 # (for accept + close: the connection's less the kept-alive request's)
 prof() { # PROXY WORKLOAD UNITS -> "IR FUNCTION" per unit
     for k in "$K1" "$K2"; do
-        callgrind_annotate --inclusive=no --threshold=100 "$T/$1.$2.$k"/cg.* 2>/dev/null |
-            awk -v k="$k" '$1 ~ /^[0-9,]+$/ { n = $1; gsub(/,/, "", n); $1 = ""; sub(/^ *\([^)]*\) */, ""); print k, n, $0 }'
+        callgrind_annotate --inclusive=no --auto=no --threshold=100 "$T/$1.$2.$k"/cg.* 2>/dev/null |
+            awk -v k="$k" '/PROGRAM TOTALS|events annotated/ { next }
+                $1 ~ /^[0-9,]+$/ { n = $1; gsub(/,/, "", n); $1 = ""; sub(/^ *\([^)]*\) */, ""); print k, n, $0 }'
     done | awk -v k1="$K1" -v u="$3" '{ k = $1; n = $2; $1 = ""; $2 = ""; sub(/^ +/, ""); s[$0] += (k == k1 ? -n : n) }
-        END { for (f in s) printf "%.1f %s\n", s[f] / u, f }'
+        END { for (f in s) printf "%.1f %s\n", s[f] / u, f }' |
+        sed 's| \[[^]]*/\([^]/]*\)\]$| [\1]|'     # objects by their file name
 }
 profile() { # TITLE WORKLOAD UNITS [MINUS-WORKLOAD]
-    [ "${COST_PROFILE:-1}" = 1 ] && [ -d "$T/tt.$2.$K2" ] || return 0
+    [ "${COST_PROFILE:-1}" != 0 ] && [ -d "$T/tt.$2.$K2" ] || return 0
     prof tt "$2" "$3" >"$T/prof.a"
     if [ -n "${4:-}" ]; then prof tt "$4" "$((K2 - K1))" | awk '{ $1 = -$1; print }' >>"$T/prof.a"; fi
     echo
@@ -300,12 +303,14 @@ profile() { # TITLE WORKLOAD UNITS [MINUS-WORKLOAD]
     awk '{ n = $1; $1 = ""; s[$0] += n } END { for (f in s) if (s[f] >= 0.5 || s[f] <= -0.5) printf "%10.0f %s\n", s[f], f }' "$T/prof.a" |
         sort -k1,1nr | head -25
 }
-grep -q '^goal not met: one-token stream' "$T/summary.txt" && profile "one-token stream, kept alive, per request" ka-stream "$((K2 - K1))"
-grep -q '^goal not met: non-streaming JSON' "$T/summary.txt" && profile "non-streaming JSON, kept alive, per request" ka-json "$((K2 - K1))"
-grep -q '^goal not met:   accept' "$T/summary.txt" && profile "accept + close, per connection" conn "$((K2 - K1))" ka-stream
-grep -q '^goal not met:   full handshake' "$T/summary.txt" && profile "TLS full handshake (TLS connection less plain)" tls-full "$((K2 - K1))" conn
-grep -q '^goal not met:   resumed handshake' "$T/summary.txt" && profile "TLS resumed handshake (TLS connection less plain)" tls-resume "$((K2 - K1))" conn
-grep -q '^goal not met: shadow' "$T/summary.txt" && [ -d "$T/ttshadow.stream100.$K2" ] && {
+# want ROW: print the profile of ROW (COST_PROFILE=all: of every row)
+want() { [ "${COST_PROFILE:-1}" = all ] || grep -q "^goal not met: $1" "$T/summary.txt"; }
+want 'one-token stream' && profile "one-token stream, kept alive, per request" ka-stream "$((K2 - K1))"
+want 'non-streaming JSON' && profile "non-streaming JSON, kept alive, per request" ka-json "$((K2 - K1))"
+want '  accept' && profile "accept + close, per connection" conn "$((K2 - K1))" ka-stream
+want '  full handshake' && profile "TLS full handshake (TLS connection less plain)" tls-full "$((K2 - K1))" conn
+want '  resumed handshake' && profile "TLS resumed handshake (TLS connection less plain)" tls-resume "$((K2 - K1))" conn
+want shadow && [ -d "$T/ttshadow.stream100.$K2" ] && {
     prof ttshadow stream100 "$(((K2 - K1) * EVREQ))" >"$T/prof.s"
     prof tt stream100 "$(((K2 - K1) * EVREQ))" | awk '{ $1 = -$1; print }' >>"$T/prof.s"
     echo; echo "tokentap, the shadow's added self Ir per primary event by function (top 25)"
