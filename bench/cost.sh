@@ -43,7 +43,8 @@
 # (K2's profile minus K1's, callgrind_annotate).
 # Knobs: COST_PROXIES ("tt ttnorec nginx haproxy"), COST_WORKLOADS ("ka-stream
 # ka-json conn tls-full tls-resume stream100 shadow"), COST_K1 (2), COST_K2
-# (8), COST_KEEP=1 keeps the temp dir; CG_REP and CG_CLEARS as in
+# (32; many units, so that a read more or less in one of them, as timing
+# has it, weighs little), COST_STREAM_K2 (8, for stream100), COST_KEEP=1 keeps the temp dir; CG_REP and CG_CLEARS as in
 # bench/callgrind.sh.
 set -u
 
@@ -124,7 +125,8 @@ case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 TT=${2:-$B/tokentap}
 case $TT in /*) ;; *) TT=$(pwd)/$TT ;; esac
 K1=${COST_K1:-2}
-K2=${COST_K2:-8}
+K2=${COST_K2:-32}
+SK2=${COST_STREAM_K2:-8}
 PROXIES=${COST_PROXIES:-tt ttnorec nginx haproxy}
 WORKLOADS=" ${COST_WORKLOADS:-ka-stream ka-json conn tls-full tls-resume stream100 shadow} "
 GOODPUT="ttft:500 itl:50"
@@ -248,17 +250,18 @@ count() {
 
 # workload PROXY WORKLOAD: K1 and K2 runs, one CG line
 workload() {
-    p=$1 w=$2
+    p=$1 w=$2 k2=$K2
+    [ "$w" = stream100 ] && k2=$SK2
     printf '  %-9s %-11s ... ' "$p" "$w" >&2
-    count "$p" "$w" "$K1"; count "$p" "$w" "$K2"
-    r1=$(cat "$T/$p.$w.$K1/result") r2=$(cat "$T/$p.$w.$K2/result")
+    count "$p" "$w" "$K1"; count "$p" "$w" "$k2"
+    r1=$(cat "$T/$p.$w.$K1/result") r2=$(cat "$T/$p.$w.$k2/result")
     case "$r1 $r2" in
     *error=*) e=$(echo "$r1 $r2" | sed 's/.*error=\([^ ]*\).*/\1/')
         echo "CG proxy=$p workload=$w error=$e" | tee -a "$T/cg.txt"; echo "error" >&2; return ;;
     esac
-    unit=request n=$((K2 - K1))
-    case $w in conn|tls-*) unit=connection ;; stream100) unit=event n=$(((K2 - K1) * EVREQ)) ;; esac
-    echo "$r1 $r2" | awk -v p="$p" -v w="$w" -v u="$unit" -v n="$n" -v k1="$K1" -v k2="$K2" '{
+    unit=request n=$((k2 - K1))
+    case $w in conn|tls-*) unit=connection ;; stream100) unit=event n=$(((k2 - K1) * EVREQ)) ;; esac
+    echo "$r1 $r2" | awk -v p="$p" -v w="$w" -v u="$unit" -v n="$n" -v k1="$K1" -v k2="$k2" '{
         printf "CG proxy=%s workload=%s unit=%s ir_per_unit=%.0f ir_k1=%s ir_k2=%s units=%d k1=%d k2=%d", p, w, u, ($4 - $1) / n, $1, $4, n, k1, k2
         if (w ~ /^tls/) printf " resumed=%d/%d tls=%s", $5 - $2, k2 - k1, $6
         printf "\n" }' | tee -a "$T/cg.txt"
@@ -266,7 +269,7 @@ workload() {
 }
 
 : >"$T/cg.txt"
-echo "cost: K1=$K1 K2=$K2, the sim's stream100 has $EVREQ events a request" >&2
+echo "cost: K1=$K1 K2=$K2 (stream100: $SK2), the sim's stream100 has $EVREQ events a request" >&2
 for p in $PROXIES; do
     if [ "$p" = nginx ] && ! command -v nginx >/dev/null 2>&1; then
         echo "CG proxy=nginx workload=all error=nginx_missing(sh_scripts/deps.sh_bench)" | tee -a "$T/cg.txt"; continue
@@ -286,7 +289,8 @@ summary "$T/cg.txt" | tee "$T/summary.txt"
 # goal: each function's self Ir in the K2 run less the K1 run, over the units
 # (for accept + close: the connection's less the kept-alive request's)
 prof() { # PROXY WORKLOAD UNITS -> "IR FUNCTION" per unit
-    for k in "$K1" "$K2"; do
+    k2=$K2; [ "$2" = stream100 ] && k2=$SK2
+    for k in "$K1" "$k2"; do
         callgrind_annotate --inclusive=no --auto=no --threshold=100 "$T/$1.$2.$k"/cg.* 2>/dev/null |
             awk -v k="$k" '/PROGRAM TOTALS|events annotated/ { next }
                 $1 ~ /^[0-9,]+$/ { n = $1; gsub(/,/, "", n); $1 = ""; sub(/^ *\([^)]*\) */, ""); print k, n, $0 }'
@@ -310,9 +314,9 @@ want 'non-streaming JSON' && profile "non-streaming JSON, kept alive, per reques
 want '  accept' && profile "accept + close, per connection" conn "$((K2 - K1))" ka-stream
 want '  full handshake' && profile "TLS full handshake (TLS connection less plain)" tls-full "$((K2 - K1))" conn
 want '  resumed handshake' && profile "TLS resumed handshake (TLS connection less plain)" tls-resume "$((K2 - K1))" conn
-want shadow && [ -d "$T/ttshadow.stream100.$K2" ] && {
-    prof ttshadow stream100 "$(((K2 - K1) * EVREQ))" >"$T/prof.s"
-    prof tt stream100 "$(((K2 - K1) * EVREQ))" | awk '{ $1 = -$1; print }' >>"$T/prof.s"
+want shadow && [ -d "$T/ttshadow.stream100.$SK2" ] && {
+    prof ttshadow stream100 "$(((SK2 - K1) * EVREQ))" >"$T/prof.s"
+    prof tt stream100 "$(((SK2 - K1) * EVREQ))" | awk '{ $1 = -$1; print }' >>"$T/prof.s"
     echo; echo "tokentap, the shadow's added self Ir per primary event by function (top 25)"
     awk '{ n = $1; $1 = ""; s[$0] += n } END { for (f in s) if (s[f] >= 0.5 || s[f] <= -0.5) printf "%10.1f %s\n", s[f], f }' "$T/prof.s" |
         sort -k1,1nr | head -25
