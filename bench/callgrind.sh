@@ -40,23 +40,10 @@ K2=${CG_K2:-8}
 GAP=${CG_GAP:-10}
 TOKENS=${CG_TOKENS:-100}
 FX=$R/../shared/fixtures/streams
-command -v valgrind >/dev/null 2>&1 || { echo "callgrind: valgrind missing (apt-get install valgrind)" >&2; exit 1; }
-# Callgrind counts a `rep movsb` / `rep stosb` one instruction per byte, which
-# glibc uses for memcpy / memset from 2 KiB up: a 32 KiB copy would count
-# 32,768 instructions where the vector loop the CPU runs as fast counts about
-# a thousand.  Both proxies run with the vector loops (CG_REP=1 keeps glibc's
-# choice), so that a copy counts as what it costs.
-if [ "${CG_REP:-0}" = 0 ]; then
-    GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.cpu.x86_rep_movsb_threshold=0xffffffffffffffff:glibc.cpu.x86_rep_stosb_threshold=0xffffffffffffffff
-    export GLIBC_TUNABLES
-fi
-# The windowed metrics clear a ring slot when the clock enters it (every
-# 10 s for the 1-minute window, whatever the traffic); under callgrind's
-# slowdown a run crosses several, so K2's run would count clears K1's did
-# not.  Their cost is per second, not per event: not counted (CG_CLEARS=1
-# counts them).
-TOGGLE=""
-[ -n "${CG_CLEARS:-}" ] || TOGGLE="--toggle-collect=ring_clear_slot --collect-atstart=yes"
+# copies as vector loops, ring slot clears not counted (CG_REP, CG_CLEARS)
+# shellcheck source=bench/cg_lib.sh
+. "$R/bench/cg_lib.sh"
+cg_setup
 T=$(mktemp -d /tmp/tokentap-cg.XXXXXX)
 SIMPID=""
 trap '[ -n "$SIMPID" ] && kill "$SIMPID" 2>/dev/null; [ -n "${CG_KEEP:-}" ] || rm -rf "$T"' EXIT
@@ -120,23 +107,7 @@ workload() { # NAME BODY
 # tokentap counted them.
 nginx_run() { # K BODY -> prints "IR"
     d=$T/ng.$1; mkdir -p "$d"
-    cat >"$d/nginx.conf" <<EOF
-daemon off; master_process off; pid $d/nginx.pid;
-error_log $d/error.log warn;
-events { worker_connections 1024; use epoll; }
-http {
-    access_log off; client_body_temp_path $d/body; proxy_temp_path $d/proxy;
-    fastcgi_temp_path $d/fcgi; uwsgi_temp_path $d/uwsgi; scgi_temp_path $d/scgi;
-    tcp_nodelay on;
-    upstream sim { server 127.0.0.1:$SIM; keepalive 16; }
-    server {
-        listen unix:$d/sock;
-        location / { proxy_pass http://sim; proxy_http_version 1.1;
-                     proxy_set_header Connection ""; proxy_buffering off;
-                     proxy_request_buffering off; }
-    }
-}
-EOF
+    cg_nginx_conf "$d/nginx.conf" "$d" "unix:$d/sock" "$SIM"
     valgrind --tool=callgrind --callgrind-out-file="$d/cg" \
         nginx -p "$d" -e "$d/error.log" -c "$d/nginx.conf" >"$d/out" 2>&1 &
     vp=$!
@@ -148,7 +119,7 @@ EOF
     requests "$1" "$2" "http://sim/v1/chat/completions" --unix-socket "$d/sock"
     kill -QUIT "$vp"
     wait "$vp"
-    sed -n 's/^summary: //p' "$d/cg"
+    cg_ir "$d/cg"
 }
 
 SIMBODY="{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream_options\":{\"include_usage\":true},\"sim\":{\"ttft_ms\":5,\"tokens\":$TOKENS,\"gap_ms\":$GAP}}"

@@ -18,6 +18,14 @@
 #   hold    ~10,000 slow streams held open; RSS per active stream
 #   cg      instructions per event of the whole proxy under callgrind
 #           (bench/callgrind.sh; load-independent, the primary CPU figure)
+#   cost    instructions per kept-alive request (one-token stream, JSON),
+#           per connection (accept + close), per TLS handshake (full and
+#           resumed) and of a shadow leg per event, tokentap (records and
+#           SLOs on) beside nginx and HAProxy, with the goals
+#           (bench/cost.sh; its whole output in BUILD_DIR/bench-cost.txt)
+#   reqcpu  CPU time per one-token request (the proxy's schedstat over the
+#           requests it served), kept alive and a new connection each,
+#           paired against nginx within each round
 # Also, in the same rounds: tokentap with one shadow (--shadow cand=URL to a
 # second tokentap-sim) and, with BENCH_TT_BASE=BINARY, a second tokentap
 # binary (the build before a change) next to the current one.
@@ -26,6 +34,7 @@
 # Knobs (environment): BENCH_ROUNDS (3), BENCH_ONEWAY=1 (also an NDJSON run with
 # the sim's CLOCK_REALTIME stamps: true one-way delay), BENCH_HOLD (streams for
 # the hold test, default min(10000, (ulimit -n - 64)/2)), BENCH_SKIP="hold mix100 ..."
+# (the step names above),
 # BENCH_SUMMARY=FILE prints the summary of an earlier bench-results.txt,
 # BENCH_KEEP=1 keeps the temp dir, BENCH_TT_BASE=BINARY adds that tokentap as
 # "tokentap (base)", BENCH_PIN=0 turns off pinning (proxies on CPU 0, the sims
@@ -257,6 +266,12 @@ loadmix() {
     echo >&2
 }
 
+if ! skip cost && command -v valgrind >/dev/null 2>&1; then
+    echo "bench: cost per request, connection, TLS handshake and shadow (bench/cost.sh) ..." >&2
+    (cd "$D/.." && sh bench/cost.sh "$B") >"$B/bench-cost.txt" 2>"$T/cost.err" || tail -5 "$T/cost.err" >&2
+    sed -n 's/^CG proxy=/test=cost proxy=/p' "$B/bench-cost.txt" >"$T/cost.txt"
+fi
+
 if ! skip cg && command -v valgrind >/dev/null 2>&1; then
     echo "bench: callgrind (bench/callgrind.sh) ..." >&2
     (cd "$D/.." && sh bench/callgrind.sh "$B") | sed 's/^CG /CG cfg=tt /' >"$T/cg.txt"
@@ -365,6 +380,27 @@ if ! skip sys && command -v strace >/dev/null 2>&1; then
     done
 fi
 
+if ! skip reqcpu; then
+    # CPU per request: one-token streams (ttft 0, the usage chunk asked
+    # for) back to back on 8 connections, 2 s; reqka keeps them alive,
+    # reqconn opens a new connection for each request (the client closes
+    # it after the response).  Proxy CPU from schedstat over the requests
+    # that ended in the window; tokentap with records and SLOs on (ttslo)
+    # and bare (tt).
+    start_tt ttslo 1 "$T/ttslo.jsonl" --goodput "ttft:500 itl:50"
+    RQ=""
+    for c in nginx haproxy ttslo tt; do case " $CFGS ttslo " in *" $c "*) RQ="$RQ $c" ;; esac; done
+    r=1
+    while [ $r -le "$ROUNDS" ]; do
+        for c in $RQ; do
+            load reqka "$c" $r --streams 8 --ttft 0 --tokens 1 --gap 0 --usage --warmup 0.5 --duration 2 --ramp 0
+            load reqconn "$c" $r --streams 8 --ttft 0 --tokens 1 --gap 0 --usage --close --warmup 0.5 --duration 2 --ramp 0
+        done
+        r=$((r + 1))
+    done
+    kill "$ttslo_PID" 2>/dev/null
+fi
+
 if ! skip ttft; then
     # 200 streams of 20 tokens, 50 ev/s each: ~10k events/s and ~450 requests/s
     r=1
@@ -402,6 +438,7 @@ if ! skip hold; then
 fi
 
 [ -f "$T/cg.txt" ] && sed -n 's/^CG /test=cg /p' "$T/cg.txt" >>"$RES"
+[ -f "$T/cost.txt" ] && cat "$T/cost.txt" >>"$RES"
 cp "$RES" "$B/bench-results.txt" 2>/dev/null
 else
     cp "$BENCH_SUMMARY" "$RES" || exit 1
@@ -412,6 +449,15 @@ NGV=$(nginx -v 2>&1 | sed 's/.*nginx\///')
 HAV=$(haproxy -v 2>/dev/null | head -1 | awk '{print $3}')
 echo
 echo "tokentap bench $(date -u +%F), $(nproc) vCPU, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), nginx $NGV, haproxy $HAV, load avg $(cut -d' ' -f1-3 /proc/loadavg)"
+if grep -q '^test=cost ' "$RES"; then
+    sh "$D/cost.sh" --summary "$RES"
+    if [ -z "${BENCH_SUMMARY:-}" ] && grep -q '^tokentap, ' "$B/bench-cost.txt" 2>/dev/null; then
+        # where tokentap's instructions go in the rows that miss their goal
+        sed -n '/^tokentap, /,$p' "$B/bench-cost.txt"
+    elif grep -q '^goal not met' "$B/bench-cost.txt" 2>/dev/null; then
+        echo "(the profiles of the goals not met: $B/bench-cost.txt)"
+    fi
+fi
 awk -v rounds="$ROUNDS" -v json="$B/bench-results.json" -v pin="$PINDESC" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" '
 function med(k,   n, i, j, a, t) {
     n = cnt[k]; if (!n) return "";
@@ -489,6 +535,35 @@ function rat(x,   p) { if (x == "") return "-"; split(x, p, " "); return sprintf
 function fmt(x, d) { return x == "" ? "-" : sprintf("%." d "f", x) }
 function ms(x) { return x == "" ? "-" : sprintf("%.3f", x / 1000) }
 function add(x, y) { return (x == "" || y == "") ? "-" : sprintf("%+.3f", (x - y) / 1000) }
+# the per-request CPU of <c> over nginx, paired within each round of test <t>
+# (<t2>: of <t> less <t2>: what the new connection adds): "median min max"
+function rqratio(t, c, t2,   r, n, a, i, j, x, y) {
+    n = 0
+    for (r = 1; r <= rounds; r++) {
+        x = usreq(t, c, r, t2); y = usreq(t, "nginx", r, t2)
+        if (x != "" && y != "" && y > 0) a[++n] = x / y
+    }
+    if (!n) return ""
+    for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
+    return ((n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2) " " a[1] " " a[n]
+}
+# us of proxy CPU per request in round <r> of test <t> (less that of <t2>), or ""
+function usreq(t, c, r, t2,   x, y) {
+    if (!((t SUBSEP c SUBSEP "rps" SUBSEP r) in rv) || rv[t, c, "rps", r] <= 0) return ""
+    x = rv[t, c, "cpu0_pct", r] * 10000 / rv[t, c, "rps", r]
+    if (t2 == "") return x
+    y = usreq(t2, c, r, "")
+    return y == "" ? "" : x - y
+}
+# median over the rounds of usreq
+function usmed(t, c, t2,   r, n, a, i, j, x) {
+    n = 0
+    for (r = 1; r <= rounds; r++) { x = usreq(t, c, r, t2); if (x != "") a[++n] = x }
+    if (!n) return ""
+    for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
+    return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+}
+$1 == "test=cost" { ncost++; costl[ncost] = $0; next }
 {
     t = ""; c = ""; rd = 0
     for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "test") t = kv[2]; if (kv[1] == "cfg") c = kv[2]; if (kv[1] == "round") rd = kv[2] }
@@ -508,7 +583,7 @@ END {
     name["direct"] = "direct (sim)"; name["nginx"] = "nginx"; name["haproxy"] = "haproxy";
     name["tt"] = "tokentap"; name["ttrec"] = "tokentap+records"; name["tt2"] = "tokentap --workers 2";
     name["tthold"] = "tokentap"; name["nghold"] = "nginx"
-    name["ttbase"] = "tokentap (base)"; name["ttshadow"] = "tokentap+shadow"
+    name["ttbase"] = "tokentap (base)"; name["ttshadow"] = "tokentap+shadow"; name["ttslo"] = "tokentap+rec+SLOs"
     if (has["cg"]) {
         printf "\nInstructions per event, whole proxy (callgrind, bench/callgrind.sh; repeatable, load-independent)\n"
         printf "%-18s | %-40s %12s %8s\n", "config", "workload", "Ir/event", "events"
@@ -581,6 +656,15 @@ END {
         printf "%-18s | %-26s | %-26s\n", "nginx (us/event)", g("tput", "nginx", "evps") == "" ? "-" : sprintf("%.2f", g("tput", "nginx", "cpu0_pct") * 10000 / g("tput", "nginx", "evps")),
             g("lat100", "nginx", "evps") == "" ? "-" : sprintf("%.2f", g("lat100", "nginx", "cpu0_pct") * 10000 / g("lat100", "nginx", "evps"))
     }
+    if (has["reqka"] || has["reqconn"]) {
+        printf "\nCPU per one-token request (proxy schedstat CPU / requests, 8 connections back to back), us, median of %d rounds; x nginx: paired within each round, median [min max]\n", rounds
+        printf "%-18s | %10s %7s %-20s | %10s %7s %-20s | %9s %-20s\n", "config", "kept req/s", "us/req", "x nginx", "conn req/s", "us/req", "x nginx", "conn - ka", "x nginx"
+        for (i = 1; i <= no; i++) { c = order[i]; if (g("reqka", c, "rps") == "" && g("reqconn", c, "rps") == "") continue
+            printf "%-18s | %10s %7s %-20s | %10s %7s %-20s | %9s %-20s\n", name[c], fmt(g("reqka", c, "rps"), 0), fmt(usmed("reqka", c, ""), 2),
+              c == "nginx" ? "1" : rat(rqratio("reqka", c, "")), fmt(g("reqconn", c, "rps"), 0), fmt(usmed("reqconn", c, ""), 2),
+              c == "nginx" ? "1" : rat(rqratio("reqconn", c, "")), fmt(usmed("reqconn", c, "reqka"), 2), c == "nginx" ? "1" : rat(rqratio("reqconn", c, "reqka")) }
+        printf "(conn - ka: the new connection\047s own CPU, accept + close, per request; goal for tokentap+rec+SLOs: kept-alive <= nginx, conn - ka <= 1.5 x nginx)\n"
+    }
     if (has["sys100_calls"] || has["systput_calls"]) {
         printf "\nSyscalls per delivered event (strace -c, 3 s of the load)\n"
         printf "%-18s | %-44s | %-44s\n", "", "100 streams x 50 ev/s", "32 streams, gap 0 (slowed by strace)"
@@ -651,6 +735,11 @@ END {
         printf "%s{\"test\":\"%s\",\"config\":\"%s\",\"name\":\"%s\",\"median\":{%s}%s}", sep, t, c, name[c], line, extra > json
         sep = ","
     }
+    printf "],\"cost\":[" > json
+    for (i = 1; i <= ncost; i++) { n = split(costl[i], kw, " "); line = ""
+        for (j = 2; j <= n; j++) { eq = index(kw[j], "="); if (!eq) continue; f = substr(kw[j], 1, eq - 1); x = substr(kw[j], eq + 1)
+            line = line sprintf("%s\"%s\":%s", line == "" ? "" : ",", f, x ~ /^-?[0-9]+(\.[0-9]+)?$/ ? x : "\"" x "\"") }
+        printf "%s{%s}", (i > 1 ? "," : ""), line > json }
     printf "],\"callgrind\":[" > json
     for (i = 1; i <= ncg; i++) printf "%s{\"config\":\"%s\",\"workload\":\"%s\",\"ir_per_event\":%s,\"events\":%s}", (i > 1 ? "," : ""), cgc[i], cgw[i], cgir[i] + 0, cgev[i] + 0 > json
     printf "]}\n" > json

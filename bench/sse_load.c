@@ -47,6 +47,12 @@
  * one "RESULT target=LABEL ..." line each gives its lateness and one-way
  * percentiles.
  *
+ * With --close every request goes on a new connection, which the client
+ * closes once the response has ended (the cost of a connection, for
+ * bench/run.sh's reqconn); rps = responses that ended inside the window per
+ * second, the denominator of CPU per request.  --usage asks for the usage
+ * chunk (stream_options.include_usage).
+ *
  * Only events arriving inside [warmup end, warmup end + duration) count.
  * One line "RESULT key=value ..." goes to stdout.
  *
@@ -76,7 +82,7 @@
 #define MAXTARGETS 8
 
 static struct {
-    int streams, ttft_ms, tokens, gap_ms, tpe, ollama, stamp, align;
+    int streams, ttft_ms, tokens, gap_ms, tpe, ollama, stamp, align, close_each, usage;
     double duration, warmup, ramp;
     const char *prefix, *records;
     int cpu_pid[MAXPIDS], ncpu;
@@ -162,6 +168,7 @@ static int stopping;
 
 static struct vec lat, jit, oneway, ttft_client_win, ttft_all;
 static uint64_t events_win, tokens_win, bytes_win, responses, errors, reconnects, late_errors;
+static uint64_t responses_in_win;     /* responses that ended inside the window */
 struct ttft_rec { unsigned reqno; int64_t ns; };
 static struct ttft_rec *tt; static size_t ntt, cap_tt;
 
@@ -328,12 +335,22 @@ static void next_request(struct conn *c)
     send_request(c);
 }
 
-static void response_done(struct conn *c)
+/* returns -1 when the connection was closed (--close), else 0 */
+static int response_done(struct conn *c, uint64_t t)
 {
     responses++;
+    if (t >= t_meas && t < t_end) responses_in_win++;
     c->active = 0;
     c->state = S_IDLE;
+    if (opt.close_each) {
+        /* a new connection for the next request: connect, then send */
+        close(c->fd);
+        c->fd = -1;
+        if (!stopping) conn_start(c);
+        return -1;
+    }
     if (!stopping) next_request(c);
+    return 0;
 }
 
 /* returns 0, or -1 when the connection failed */
@@ -366,7 +383,8 @@ static int parse(struct conn *c, const char *p, size_t n, uint64_t t, int64_t rt
             c->line[c->llen] = 0;
             if (c->state == S_TRAILER) {
                 c->llen = 0;
-                if (c->line[0] == '\r' || c->line[0] == '\n') response_done(c);
+                if ((c->line[0] == '\r' || c->line[0] == '\n') && response_done(c, t) < 0)
+                    return -1;
                 break;
             }
             c->chunk_left = strtoul(c->line, NULL, 16);
@@ -553,6 +571,8 @@ static void usage(void)
         "       [--gap MS] [--duration S] [--warmup S] [--ramp S] [--prefix ID]\n"
         "       [--records FILE] [--cpu-pid PID]... [--rss-pid PID] [--ollama] [--stamp]\n"
         "       [--align]   (requests only at each stream's own phase of the gap)\n"
+        "       [--close]   (each request on a new connection, closed by the client after the response)\n"
+        "       [--usage]   (ask for the usage chunk: stream_options.include_usage)\n"
         "       [--finish MAX_S]   (then let running requests end, up to MAX_S)\n",
         MAXTARGETS);
     exit(2);
@@ -648,6 +668,8 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--ollama")) { opt.ollama = 1; continue; }
         if (!strcmp(a, "--stamp")) { opt.stamp = 1; continue; }
         if (!strcmp(a, "--align")) { opt.align = 1; continue; }
+        if (!strcmp(a, "--close")) { opt.close_each = 1; continue; }
+        if (!strcmp(a, "--usage")) { opt.usage = 1; continue; }
         if (!v) usage();
         i++;
         if (!strcmp(a, "--connect")) {
@@ -700,7 +722,8 @@ int main(int argc, char **argv)
     char body[512];
     snprintf(body, sizeof(body),
              "{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
-               "\"sim\":{\"ttft_ms\":%d,\"tokens\":%d,\"gap_ms\":%d,\"tokens_per_event\":%d%s}}",
+               "%s\"sim\":{\"ttft_ms\":%d,\"tokens\":%d,\"gap_ms\":%d,\"tokens_per_event\":%d%s}}",
+             opt.usage ? "\"stream_options\":{\"include_usage\":true}," : "",
              opt.ttft_ms, opt.tokens, opt.gap_ms, opt.tpe,
              opt.stamp && !opt.ollama ? ",\"stamp\":true" : "");
     int hl = snprintf(reqbuf, sizeof(reqbuf),
@@ -814,11 +837,12 @@ int main(int argc, char **argv)
     double self_cpu = ((ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) + (ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec)) +
                       ((ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) + (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec)) / 1e6;
     printf("RESULT streams=%d open=%d active=%d events=%llu evps=%.0f tokens=%llu tokps=%.0f MBps=%.2f"
-           " responses=%llu errors=%llu reconnects=%llu"
+           " responses=%llu rps=%.1f errors=%llu reconnects=%llu"
            " lat_p50_us=%.1f lat_p90_us=%.1f lat_p99_us=%.1f lat_p999_us=%.1f lat_max_us=%.1f lat_n=%zu",
            nstreams, open, active, (unsigned long long)events_win, events_win / win,
            (unsigned long long)tokens_win, tokens_win / win, bytes_win / win / 1e6,
-           (unsigned long long)responses, (unsigned long long)errors, (unsigned long long)reconnects,
+           (unsigned long long)responses, responses_in_win / win, (unsigned long long)errors,
+           (unsigned long long)reconnects,
            pct(&lat, 50) / 1e3, pct(&lat, 90) / 1e3, pct(&lat, 99) / 1e3, pct(&lat, 99.9) / 1e3,
            lat.n ? lat.v[lat.n - 1] / 1e3 : NAN, lat.n);
     printf(" jit_p50_us=%.1f jit_p99_us=%.1f", pct(&jit, 50) / 1e3, pct(&jit, 99) / 1e3);
