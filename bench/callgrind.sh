@@ -108,14 +108,7 @@ workload() { # NAME BODY
 nginx_run() { # K BODY -> prints "IR"
     d=$T/ng.$1; mkdir -p "$d"
     cg_nginx_conf "$d/nginx.conf" "$d" "unix:$d/sock" "$SIM"
-    valgrind --tool=callgrind --callgrind-out-file="$d/cg" \
-        nginx -p "$d" -e "$d/error.log" -c "$d/nginx.conf" >"$d/out" 2>&1 &
-    vp=$!
-    i=0
-    while [ ! -S "$d/sock" ] && [ $i -lt 600 ] && kill -0 "$vp" 2>/dev/null; do
-        sleep 0.05; i=$((i + 1))
-    done
-    [ -S "$d/sock" ] || { cat "$d/out" "$d/error.log" >&2; exit 1; }
+    cg_nginx_start "$d"
     requests "$1" "$2" "http://sim/v1/chat/completions" --unix-socket "$d/sock"
     kill -QUIT "$vp"
     wait "$vp"

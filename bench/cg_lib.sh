@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# Shared by bench/callgrind.sh and bench/cost.sh (sourced, not run): how a
+# Shared by the bench scripts (sourced, not run): how a
 # proxy is counted under callgrind.
 #
 # cg_setup: valgrind present, copies counted as vector loops, the windowed
@@ -55,6 +55,45 @@ http {
     }
 }
 EOF
+}
+
+# haproxy_conf FILE BIND SIMPORT MAXCONN: HAProxy forwarding to the sim as
+# bench/run.sh measures it (mode http, one thread, http-reuse always,
+# option http-no-delay); BIND is the bind line's arguments ("fd@3", with
+# "ssl crt ..." for TLS).  Shared by bench/run.sh and bench/cost.sh.
+haproxy_conf() {
+    cat >"$1" <<EOF
+global
+    maxconn $4
+    nbthread 1
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 600s
+    timeout server 600s
+    timeout http-keep-alive 600s
+    option http-no-delay
+frontend fe
+    bind $2
+    default_backend be
+backend be
+    http-reuse always
+    server sim 127.0.0.1:$3 maxconn $4
+EOF
+}
+
+# cg_nginx_start DIR: nginx with DIR/nginx.conf (listening on DIR/sock)
+# under callgrind, counts in DIR/cg; returns once the socket is there,
+# the valgrind process in $vp
+cg_nginx_start() {
+    valgrind --tool=callgrind --callgrind-out-file="$1/cg" \
+        nginx -p "$1" -e "$1/error.log" -c "$1/nginx.conf" >"$1/out" 2>&1 &
+    vp=$!
+    i=0
+    while [ ! -S "$1/sock" ] && [ $i -lt 600 ] && kill -0 "$vp" 2>/dev/null; do
+        sleep 0.05; i=$((i + 1))
+    done
+    [ -S "$1/sock" ] || { cat "$1/out" "$1/error.log" >&2; exit 1; }
 }
 
 # cg_ir FILE...: the instructions counted in callgrind output files, summed

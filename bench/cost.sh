@@ -189,26 +189,9 @@ start() {
         VP=$!
         PORT=$("$L" --wait-ready "$d/port" "$VP") ;;
     haproxy)
-        bind="bind fd@3"
+        bind="fd@3"
         [ "$tls" = 1 ] && bind="$bind ssl crt $T/both.pem ssl-min-ver TLSv1.3"
-        cat >"$d/haproxy.cfg" <<EOF
-global
-    maxconn 100
-    nbthread 1
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 600s
-    timeout server 600s
-    timeout http-keep-alive 600s
-    option http-no-delay
-frontend fe
-    $bind
-    default_backend be
-backend be
-    http-reuse always
-    server sim 127.0.0.1:$SIM maxconn 100
-EOF
+        haproxy_conf "$d/haproxy.cfg" "$bind" "$SIM" 100
         "$L" --listen-exec "$d/port" valgrind --tool=callgrind --callgrind-out-file="$d/cg.%p" \
             haproxy -db -f "$d/haproxy.cfg" >"$d/log" 2>&1 &
         VP=$!

@@ -33,11 +33,9 @@ R2=${PS_R2:-12}
 GAP=${PS_GAP:-20}
 SHAPES=${PS_SHAPES:-common int19 negint float obfusc escapes nested reorder inner mix}
 [ -f "$FX" ] || { echo "proxy_shapes: $FX missing (fixtures not present)" >&2; exit 0; }
-command -v valgrind >/dev/null 2>&1 || { echo "proxy_shapes: valgrind missing (apt-get install valgrind)" >&2; exit 1; }
-# copies as vector loops, and the windowed metrics' slot clears not
-# counted: as bench/callgrind.sh counts
-GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.cpu.x86_rep_movsb_threshold=0xffffffffffffffff:glibc.cpu.x86_rep_stosb_threshold=0xffffffffffffffff
-export GLIBC_TUNABLES
+# shellcheck source=bench/cg_lib.sh
+. "$R/bench/cg_lib.sh"
+cg_setup
 T=$(mktemp -d /tmp/tokentap-ps.XXXXXX)
 SIMPID=""
 trap '[ -n "$SIMPID" ] && kill "$SIMPID" 2>/dev/null; rm -rf "$T"' EXIT
@@ -57,7 +55,7 @@ body() { # FILE
 tt() {
     rm -f "$T/tt.ready" "$T/rec.jsonl"
     valgrind --tool=callgrind --callgrind-out-file="$T/cg.tt" \
-        --toggle-collect=ring_clear_slot --collect-atstart=yes \
+        $TOGGLE \
         "$TT" --listen 127.0.0.1:0 --ready-file "$T/tt.ready" \
         --upstream "http://127.0.0.1:$SIM" --admin off --log-level warn \
         --record "$T/rec.jsonl" --goodput "ttft:500 itl:50" >"$T/tt.log" 2>&1 &
@@ -69,45 +67,22 @@ tt() {
     done
     kill -TERM "$vp"
     wait "$vp"
-    echo "$(sed -n 's/^summary: //p' "$T/cg.tt")" \
+    echo "$(cg_ir "$T/cg.tt")" \
          "$(sed -n 's/.*"events":\([0-9]*\).*/\1/p' "$T/rec.jsonl" | awk '{s += $1} END {print s + 0}')"
 }
 
-# ng FILE -> "IR": nginx (one process, unix socket, as bench/callgrind.sh)
+# ng FILE -> "IR": nginx (one process, on a unix socket)
 ng() {
     d=$T/ng; rm -rf "$d"; mkdir -p "$d"
-    cat >"$d/nginx.conf" <<EOF
-daemon off; master_process off; pid $d/nginx.pid;
-error_log $d/error.log warn;
-events { worker_connections 1024; use epoll; }
-http {
-    access_log off; client_body_temp_path $d/body; proxy_temp_path $d/proxy;
-    fastcgi_temp_path $d/fcgi; uwsgi_temp_path $d/uwsgi; scgi_temp_path $d/scgi;
-    tcp_nodelay on;
-    upstream sim { server 127.0.0.1:$SIM; keepalive 16; }
-    server {
-        listen unix:$d/sock;
-        location / { proxy_pass http://sim; proxy_http_version 1.1;
-                     proxy_set_header Connection ""; proxy_buffering off;
-                     proxy_request_buffering off; }
-    }
-}
-EOF
-    valgrind --tool=callgrind --callgrind-out-file="$d/cg" \
-        nginx -p "$d" -e "$d/error.log" -c "$d/nginx.conf" >"$d/out" 2>&1 &
-    vp=$!
-    i=0
-    while [ ! -S "$d/sock" ] && [ $i -lt 600 ] && kill -0 "$vp" 2>/dev/null; do
-        sleep 0.05; i=$((i + 1))
-    done
-    [ -S "$d/sock" ] || { cat "$d/out" "$d/error.log" >&2; exit 1; }
+    cg_nginx_conf "$d/nginx.conf" "$d" "unix:$d/sock" "$SIM"
+    cg_nginx_start "$d"
     for i in 1 2; do
         curl -sN -o /dev/null --unix-socket "$d/sock" -H 'Content-Type: application/json' \
             --data "$(body "$1")" "http://sim/v1/chat/completions" || exit 1
     done
     kill -QUIT "$vp"
     wait "$vp"
-    sed -n 's/^summary: //p' "$d/cg"
+    cg_ir "$d/cg"
 }
 
 have_nginx=1

@@ -50,6 +50,8 @@ set -u
 B=${1:-build}
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 D=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/cg_lib.sh
+. "$D/cg_lib.sh"                # haproxy_conf
 ROUNDS=${BENCH_ROUNDS:-3}
 MIX1_GAP=${BENCH_MIX1_GAP:-5}
 MIX1_DUR=${BENCH_MIX1_DUR:-30}
@@ -184,24 +186,7 @@ EOF
 
 start_haproxy() { # name
     d=$T/$1; mkdir -p "$d"
-    cat >"$d/haproxy.cfg" <<EOF
-global
-    maxconn 4000
-    nbthread 1
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 600s
-    timeout server 600s
-    timeout http-keep-alive 600s
-    option http-no-delay
-frontend fe
-    bind fd@3
-    default_backend be
-backend be
-    http-reuse always
-    server sim 127.0.0.1:$SIM maxconn 4000
-EOF
+    haproxy_conf "$d/haproxy.cfg" "fd@3" "$SIM" 4000
     # shellcheck disable=SC2086
     $PINP "$L" --listen-exec "$d/port" haproxy -db -f "$d/haproxy.cfg" >"$d/out" 2>&1 &
     eval "${1}_PID=$!"
