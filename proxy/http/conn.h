@@ -31,4 +31,8 @@ void tt_conn_drain(struct tt_conn *c);
 /* shutdown: close at once */
 void tt_conn_abort(struct tt_conn *c);
 
+/* free the closed connections <w> keeps for its next accepts (before its
+ * loop is freed) */
+void tt_conn_pool_free(struct tt_worker *w);
+
 #endif
