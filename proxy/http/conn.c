@@ -47,6 +47,7 @@
 #include "proxy/http/conn.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -133,6 +134,8 @@ struct tt_conn {
     llhttp_t            rqp;
     struct tt_head      rqh;
     enum rq_state       rq;         /* written by conn_set_state() only */
+    /* req and pri are set up whole by their own init; a pooled object is
+     * zeroed around them (conn_take) */
     struct tt_request   req;        /* the primary's record */
     struct tt_leg       pri;        /* the primary leg; its req is &req */
     struct tt_leg      *shadows;    /* shadow legs of this connection (cnext) */
@@ -166,6 +169,13 @@ struct tt_conn {
     enum peer_state     peer;
     unsigned no_upgrade:1;      /* Upgrade: h2c, dropped: a plain HTTP/1.1 request */
 };
+
+/* conn_take() zeroes all but req and pri: nothing may sit between them */
+_Static_assert(offsetof(struct tt_conn, pri) - offsetof(struct tt_conn, req) -
+               sizeof(struct tt_request) < _Alignof(struct tt_leg) &&
+               offsetof(struct tt_conn, shadows) - offsetof(struct tt_conn, pri) -
+               sizeof(struct tt_leg) < _Alignof(struct tt_leg *),
+               "req, pri and shadows must follow each other in struct tt_conn");
 
 static void client_read(struct bufferevent *bev, void *arg);
 static void client_write(struct bufferevent *bev, void *arg);
@@ -1308,8 +1318,10 @@ static int may_still_send(struct tt_conn *c)
 
 static void conn_destroy(struct tt_conn *c)
 {
+    tt_leg_fini(&c->pri);
+    tt_delivery_fini(&c->dl);
     if (c->cbev != NULL)
-        bufferevent_free(c->cbev);          /* a pooled one has no socket */
+        bufferevent_free(c->cbev);
     if (c->ctimer != NULL)
         event_free(c->ctimer);
     if (c->stage != NULL)
@@ -1317,6 +1329,17 @@ static void conn_destroy(struct tt_conn *c)
     if (c->held != NULL)
         evbuffer_free(c->held);
     free(c);
+}
+
+/* a pooled object's bufferevent freed: the socket number it kept is
+ * stale (the socket was closed, the number maybe reused): not closed */
+static void pooled_bev_free(struct tt_conn *c)
+{
+    if (c->cbev != NULL) {
+        bufferevent_setfd(c->cbev, -1);
+        bufferevent_free(c->cbev);
+        c->cbev = NULL;
+    }
 }
 
 /* an object for a new connection: zeroed but for the timer, the stage
@@ -1329,18 +1352,24 @@ static struct tt_conn *conn_take(struct tt_worker *w)
         struct bufferevent *bev = c->cbev;
         struct event *ctimer = c->ctimer;
         struct evbuffer *stage = c->stage;
+        struct event *watch = c->dl.spare;
 
         w->conn_pool = c->next;
         w->nconn_pool--;
-        memset(c, 0, sizeof(*c));
+        /* req and pri are set up whole by their own init */
+        memset(c, 0, offsetof(struct tt_conn, req));
+        memset(&c->shadows, 0, sizeof(*c) - offsetof(struct tt_conn, shadows));
         c->cbev = bev;
         c->ctimer = ctimer;
         c->stage = stage;
+        c->dl.spare = watch;
+        c->dl.wfd = -1;                 /* tt_delivery_init() comes later */
         return c;
     }
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return NULL;
+    c->dl.wfd = -1;
     c->ctimer = evtimer_new(w->base, ctimer_cb, c);
     c->stage = evbuffer_new();
     if (c->ctimer == NULL || c->stage == NULL) {
@@ -1362,9 +1391,15 @@ static void client_socket_close(struct tt_conn *c, int linger, int pool)
 
     if (pool && c->plain_client) {
         /* disabled first: the input's watermark callback, called as the
-         * input is emptied, must not re-arm a read */
-        bufferevent_disable(bev, EV_READ | EV_WRITE);
-        bufferevent_setfd(bev, -1);
+         * input is emptied, must not re-arm a read.  The socket is not
+         * taken from the bufferevent (bufferevent_setfd() costs two event
+         * deletions and assignments): a pooled one's number is stale,
+         * replaced on the next accept unless the new socket has the same
+         * (the lowest free number: often); pooled_bev_free() before a free */
+        short on = bufferevent_get_enabled(bev);
+
+        if (on != 0)
+            bufferevent_disable(bev, on);
         evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
         evbuffer_drain(bufferevent_get_output(bev), evbuffer_get_length(bufferevent_get_output(bev)));
         if (linger)
@@ -1398,15 +1433,15 @@ static void conn_free(struct tt_conn *c)
     c->ws = NULL;
     /* shadows of earlier requests run on alone; unfinished copies stop */
     shadows_release(c, 1, SH_DETACH, "client closed the connection");
-    tt_leg_fini(&c->pri);
+    tt_leg_park(&c->pri);           /* conn_destroy() frees the rest */
     if (c->insp_on)
         tt_inspect_free(&c->insp);
     if (c->req.pair != NULL) {
         tt_pair_leg_gone(c->req.pair, 0);
         c->req.pair = NULL;
     }
-    tt_request_reset(&c->req);
-    tt_delivery_fini(&c->dl);
+    tt_request_fini(&c->req);       /* set up again on the next accept */
+    tt_delivery_park(&c->dl);       /* conn_destroy() frees the rest */
     tt_head_free(&c->rqh);
     evtimer_del(c->ctimer);
     client_socket_close(c, linger, pool);
@@ -1626,12 +1661,11 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
      * watermark and timeouts are this object's and the worker's) */
     fresh = c->cbev == NULL || tt_tls_listens(w->tls);
     if (fresh) {
-        if (c->cbev != NULL)
-            bufferevent_free(c->cbev);
+        pooled_bev_free(c);
         c->cbev = tt_tls_accept_bev(w->tls, w->base, fd);
-    } else if (bufferevent_setfd(c->cbev, fd) < 0) {
-        bufferevent_free(c->cbev);
-        c->cbev = NULL;
+    } else if (bufferevent_getfd(c->cbev) != fd &&     /* else its events are set */
+               bufferevent_setfd(c->cbev, fd) < 0) {
+        pooled_bev_free(c);
     }
     tt_head_init(&c->rqh, cfg->max_header_bytes, cfg->max_headers);
     tt_request_init(&c->req);
@@ -1641,7 +1675,6 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
                     &c->req) < 0) {
         if (c->cbev == NULL)
             evutil_closesocket(fd);     /* else the bufferevent closes it */
-        tt_leg_fini(&c->pri);
         tt_head_free(&c->rqh);
         conn_destroy(c);
         return NULL;
@@ -1698,6 +1731,7 @@ void tt_conn_pool_free(struct tt_worker *w)
 
     while ((c = w->conn_pool) != NULL) {
         w->conn_pool = c->next;
+        pooled_bev_free(c);
         conn_destroy(c);
     }
     w->nconn_pool = 0;
