@@ -9,7 +9,7 @@
  * Above the legs (it calls them, they call it only through the sink) and
  * below proxy/server/server.c, which accepts, drains and aborts connections
  * through the functions here.  Owned by the worker's connection list;
- * frees itself on close.
+ * on close it goes to the worker's pool of closed connections (conn.c).
  */
 #ifndef TT_CONN_H
 #define TT_CONN_H
