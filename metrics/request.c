@@ -73,6 +73,14 @@ void tt_request_reset(struct tt_request *r)
     memcpy(r->client, client, sizeof(client));
 }
 
+void tt_request_fini(struct tt_request *r)
+{
+    free(r->token_ts);              /* token_end shares its block */
+    r->token_ts = NULL;
+    r->token_end = NULL;
+    r->n_token_ts = r->cap_token_ts = 0;
+}
+
 void tt_request_copy(struct tt_request *dst, const struct tt_request *src)
 {
     *dst = *src;

@@ -240,6 +240,7 @@ struct tt_request {
 
 void tt_request_init(struct tt_request *r);      /* zero + "absent" markers */
 void tt_request_reset(struct tt_request *r);     /* free owned memory, re-init */
+void tt_request_fini(struct tt_request *r);      /* free owned memory only */
 /* <src> copied to <dst> without what it owns (no token arrays), the
  * error type pointing into <dst> where it pointed into <src> */
 void tt_request_copy(struct tt_request *dst, const struct tt_request *src);

@@ -449,6 +449,18 @@ struct bufferevent *tt_tls_accept_bev(struct tt_tls_ctx *t,
     return bev;
 }
 
+int tt_tls_listens(struct tt_tls_ctx *t)
+{
+    int on;
+
+    if (t == NULL)
+        return 0;
+    pthread_mutex_lock(&t->lock);
+    on = t->server != NULL;
+    pthread_mutex_unlock(&t->lock);
+    return on;
+}
+
 struct bufferevent *tt_tls_connect_bev(struct event_base *base)
 {
     return bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);

@@ -68,6 +68,9 @@ struct bufferevent *tt_tls_accept_bev(struct tt_tls_ctx *t,
                                       struct event_base *base,
                                       evutil_socket_t fd);
 
+/* does <t> (or NULL) have a listener context: is an accepted socket TLS? */
+int tt_tls_listens(struct tt_tls_ctx *t);
+
 /* an unconnected plain socket bufferevent on <base> for an upstream
  * connection (the TCP step, also for https://); NULL on failure */
 struct bufferevent *tt_tls_connect_bev(struct event_base *base);

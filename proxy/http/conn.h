@@ -9,7 +9,7 @@
  * Above the legs (it calls them, they call it only through the sink) and
  * below proxy/server/server.c, which accepts, drains and aborts connections
  * through the functions here.  Owned by the worker's connection list;
- * frees itself on close.
+ * on close it goes to the worker's pool of closed connections (conn.c).
  */
 #ifndef TT_CONN_H
 #define TT_CONN_H
@@ -30,5 +30,9 @@ struct tt_conn *tt_conn_next(struct tt_conn *c);
 void tt_conn_drain(struct tt_conn *c);
 /* shutdown: close at once */
 void tt_conn_abort(struct tt_conn *c);
+
+/* free the closed connections <w> keeps for its next accepts (before its
+ * loop is freed) */
+void tt_conn_pool_free(struct tt_worker *w);
 
 #endif

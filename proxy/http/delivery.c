@@ -36,7 +36,10 @@
 static void init_fields(struct tt_delivery *d, struct event_base *base,
                         evutil_socket_t fd, int tls, event_callback_fn cb, void *arg)
 {
+    struct event *spare = d->spare;
+
     memset(d, 0, sizeof(*d));
+    d->spare = spare;
     d->fd = fd;
     d->wfd = -1;
     d->evbase = base;
@@ -106,10 +109,14 @@ void tt_delivery_init(struct tt_delivery *d, struct event_base *base,
         d->on = 1;
 }
 
-void tt_delivery_fini(struct tt_delivery *d)
+void tt_delivery_park(struct tt_delivery *d)
 {
     if (d->watch != NULL) {
-        event_free(d->watch);
+        event_del(d->watch);
+        if (d->spare == NULL)
+            d->spare = d->watch;
+        else
+            event_free(d->watch);
         d->watch = NULL;
     }
     if (d->wfd >= 0) {
@@ -117,6 +124,15 @@ void tt_delivery_fini(struct tt_delivery *d)
         d->wfd = -1;
     }
     d->on = 0;
+}
+
+void tt_delivery_fini(struct tt_delivery *d)
+{
+    tt_delivery_park(d);
+    if (d->spare != NULL) {
+        event_free(d->spare);
+        d->spare = NULL;
+    }
 }
 
 int tt_delivery_watch(struct tt_delivery *d)
@@ -130,8 +146,15 @@ int tt_delivery_watch(struct tt_delivery *d)
     d->wfd = fcntl(d->fd, F_DUPFD_CLOEXEC, 0);
     if (d->wfd < 0)
         return -1;
-    d->watch = event_new(d->evbase, d->wfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST,
-                         d->cb, d->arg);
+    if (d->spare != NULL &&
+        event_assign(d->spare, d->evbase, d->wfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST,
+                     d->cb, d->arg) == 0) {
+        d->watch = d->spare;
+        d->spare = NULL;
+    } else {
+        d->watch = event_new(d->evbase, d->wfd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST,
+                             d->cb, d->arg);
+    }
     if (d->watch == NULL || event_add(d->watch, NULL) != 0) {
         tt_delivery_fini(d);        /* and delivery is off from now on */
         return -1;
@@ -404,6 +427,7 @@ void tt_delivery_init(struct tt_delivery *d, struct event_base *base,
     init_fields(d, base, fd, tls, cb, arg);
 }
 void tt_delivery_fini(struct tt_delivery *d) { (void)d; }
+void tt_delivery_park(struct tt_delivery *d) { (void)d; }
 int  tt_delivery_watch(struct tt_delivery *d) { (void)d; return -1; }
 void tt_delivery_begin(struct tt_delivery *d) { (void)d; }
 int  tt_delivery_prepare(struct tt_delivery *d) { (void)d; return -1; }

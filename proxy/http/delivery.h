@@ -46,6 +46,7 @@ struct tt_delivery {
     evutil_socket_t wfd;        /* its duplicate for <watch>: owned, -1 none */
     struct event_base *evbase;  /* borrowed: the worker's loop */
     struct event   *watch;      /* owned, NULL none */
+    struct event   *spare;      /* owned: a parked watch's event, for the next, or NULL */
     event_callback_fn cb;       /* the connection's watch callback */
     void           *arg;
     unsigned on:1;              /* stamps set up on this socket */
@@ -62,11 +63,15 @@ struct tt_delivery {
     unsigned have_prev:1;
 };
 
-/* set up <d> for the socket <fd>; <on> = 0 leaves it off (a no-op) */
+/* set up <d> for the socket <fd>; <on> = 0 leaves it off (a no-op).
+ * <d> is zeroed, or parked (tt_delivery_park) */
 void tt_delivery_init(struct tt_delivery *d, struct event_base *base,
                       evutil_socket_t fd, int tls, int on,
                       event_callback_fn cb, void *arg);
 void tt_delivery_fini(struct tt_delivery *d);
+/* the same, but the watch's event stays allocated for the next
+ * tt_delivery_init() of <d> (a pooled connection's) */
+void tt_delivery_park(struct tt_delivery *d);
 
 /* is delivery measured on this connection? */
 static inline int tt_delivery_on(const struct tt_delivery *d)

@@ -182,8 +182,10 @@ static int leg_alloc(struct tt_leg *l, struct tt_worker *w,
     pthread_once(&settings_once, settings_init);
     l->w = w;
     l->t = t;
-    l->timer = evtimer_new(w->base, leg_timer_cb, l);
-    l->out = evbuffer_new();
+    if (l->timer == NULL)
+        l->timer = evtimer_new(w->base, leg_timer_cb, l);
+    if (l->out == NULL)
+        l->out = evbuffer_new();
     if (l->timer == NULL || l->out == NULL ||
         tt_head_init(&l->rsh, cfg->max_header_bytes, cfg->max_headers) < 0)
         return -1;
@@ -194,7 +196,12 @@ int tt_leg_init(struct tt_leg *l, struct tt_worker *w, const struct tt_target *t
                 const struct tt_leg_sink *sink, void *arg, struct evbuffer *stage,
                 struct tt_request *req)
 {
+    struct event *timer = l->timer;         /* kept by tt_leg_park(), or NULL */
+    struct evbuffer *out = l->out;
+
     memset(l, 0, sizeof(*l));
+    l->timer = timer;
+    l->out = out;
     l->sink = sink;
     l->sink_arg = arg;
     l->stage = stage;
@@ -241,25 +248,38 @@ void tt_leg_stream_done(struct tt_leg *l, uint64_t now)
     l->stream = NULL;
 }
 
-void tt_leg_fini(struct tt_leg *l)
+/* what tt_leg_fini() and tt_leg_park() both free */
+static void leg_release(struct tt_leg *l)
 {
     tt_leg_close(l);
     if (l->stream != NULL)
         tt_stream_free(l->stream);
     l->stream = NULL;
     tt_head_free(&l->rsh);
-    if (l->timer)
-        event_free(l->timer);
-    if (l->out)
-        evbuffer_free(l->out);
     if (l->replay)
         evbuffer_free(l->replay);
     l->replay = NULL;
     free(l->side);
     l->side = NULL;
     tt_usagewire_free(&l->inj);
+}
+
+void tt_leg_fini(struct tt_leg *l)
+{
+    leg_release(l);
+    if (l->timer)
+        event_free(l->timer);
+    if (l->out)
+        evbuffer_free(l->out);
     l->timer = NULL;
     l->out = NULL;
+}
+
+void tt_leg_park(struct tt_leg *l)
+{
+    leg_release(l);                 /* the timer is stopped there */
+    if (l->out)
+        evbuffer_drain(l->out, evbuffer_get_length(l->out));
 }
 
 /* the fields of a request that the client's side knows */

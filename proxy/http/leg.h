@@ -161,12 +161,16 @@ struct tt_leg {
 };
 
 /* set up the primary leg of a client connection, whose response goes to
- * <sink> (<arg>, bytes staged in <stage>); 0 or -1 */
+ * <sink> (<arg>, bytes staged in <stage>); <l> is zeroed, or parked (its
+ * timer and output buffer are kept); 0 or -1 */
 int  tt_leg_init(struct tt_leg *l, struct tt_worker *w, const struct tt_target *t,
                  const struct tt_leg_sink *sink, void *arg, struct evbuffer *stage,
                  struct tt_request *req);
 /* free what tt_leg_init() set up (the primary leg) */
 void tt_leg_fini(struct tt_leg *l);
+/* the same, but the timer (stopped) and the output buffer (emptied) stay
+ * for the next tt_leg_init() of <l>: a pooled connection's (conn.c) */
+void tt_leg_park(struct tt_leg *l);
 /* the primary's next request: the response side back to LEG_IDLE */
 void tt_leg_reset(struct tt_leg *l);
 /* an idle keep-alive connection: the response buffers go back */

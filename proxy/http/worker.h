@@ -74,6 +74,9 @@ struct tt_worker {
     /* client connections, for draining; owned */
     struct tt_conn        *conns;
     unsigned               nconns;
+    /* closed connections kept for the next accepts (proxy/http/conn.c); owned */
+    struct tt_conn        *conn_pool;
+    unsigned               nconn_pool;
     /* idle pooled upstream connections, one pool per target; owned */
     struct tt_pool         pools[TT_MAX_TARGETS];
     /* shadow legs running (linked through tt_leg.wnext); owned */

@@ -162,6 +162,7 @@ static void on_grace(evutil_socket_t fd, short what, void *arg)
                     "and %u shadow requests", w->id, w->nconns, w->nlegs);
     while (w->conns != NULL)
         tt_conn_abort(w->conns);
+    tt_conn_pool_free(w);
     abort_legs(w);
     event_base_loopexit(w->base, NULL);
 }
@@ -379,6 +380,7 @@ static void worker_free(struct tt_worker *w)
 {
     while (w->conns != NULL)
         tt_conn_abort(w->conns);
+    tt_conn_pool_free(w);
     abort_legs(w);
     tt_upstream_close_idle(w);
     if (tt_linger_overflows(w->linger) > 0)
