@@ -271,10 +271,10 @@ summary "$T/cg.txt" | tee "$T/summary.txt"
 # where tokentap's instructions go, per unit, for the rows that miss their
 # goal: each function's self Ir in the K2 run less the K1 run, over the units
 # (for accept + close: the connection's less the kept-alive request's)
-prof() { # PROXY WORKLOAD UNITS -> "IR FUNCTION" per unit
+prof() { # PROXY WORKLOAD UNITS -> "IR FUNCTION" per unit (PROF_INC=yes: inclusive)
     k2=$K2; [ "$2" = stream100 ] && k2=$SK2
     for k in "$K1" "$k2"; do
-        callgrind_annotate --inclusive=no --auto=no --threshold=100 "$T/$1.$2.$k"/cg.* 2>/dev/null |
+        callgrind_annotate --inclusive="${PROF_INC:-no}" --auto=no --threshold=100 "$T/$1.$2.$k"/cg.* 2>/dev/null |
             awk -v k="$k" '/PROGRAM TOTALS|events annotated/ { next }
                 $1 ~ /^[0-9,]+$/ { n = $1; gsub(/,/, "", n); $1 = ""; sub(/^ *\([^)]*\) */, ""); print k, n, $0 }'
     done | awk -v k1="$K1" -v u="$3" '{ k = $1; n = $2; $1 = ""; $2 = ""; sub(/^ +/, ""); s[$0] += (k == k1 ? -n : n) }
@@ -290,10 +290,46 @@ profile() { # TITLE WORKLOAD UNITS [MINUS-WORKLOAD]
     awk '{ n = $1; $1 = ""; s[$0] += n } END { for (f in s) if (s[f] >= 0.5 || s[f] <= -0.5) printf "%10.0f %s\n", s[f], f }' "$T/prof.a" |
         sort -k1,1nr | head -25
 }
+# parts TITLE WORKLOAD: a request's instructions by what they are for, from
+# the inclusive counts of the functions each part enters through (each
+# counted once however deep it recurses); "forwarding" is what is left:
+# accepting the request, parsing both heads, the upstream pool, reading
+# and writing the bytes, the event loop
+parts() {
+    [ "${COST_PROFILE:-1}" != 0 ] && [ -d "$T/tt.$2.$K2" ] || return 0
+    PROF_INC=yes prof tt "$2" "$((K2 - K1))" >"$T/prof.i"
+    echo
+    echo "tokentap, $1: instructions per request by part (inclusive counts)"
+    awk -v total="$(sed -n "s/^CG proxy=tt workload=$2 .*ir_per_unit=\([0-9]*\).*/\1/p" "$T/cg.txt" | head -n 1)" '
+        function part(name, re) { names[++n] = name; pat[n] = re }
+        BEGIN {
+            part("request inspection (the body read for model, stream, max tokens)", ":tt_inspect_finish$")
+            part("decoding the response (framing, JSON, the think filter)", ":tt_stream_(feed|end)$")
+            part("the clock: metrics from the timestamps", ":tt_metrics_compute$")
+            part("SLO judgement", ":tt_slo_judge$")
+            part("aggregation (histograms, windows, /stats, recent requests)", ":tt_agg_observe_at$")
+            part("the record (JSON formatting)", ":tt_record_format$")
+            part("handing the record to the writer thread", ":tt_recorder_submit$")
+            part("delivery (acknowledgements read from the error queue)", "conn.c:watch_cb$")
+        }
+        # callgrind_annotate lists a function twice, once with its object
+        # ([tokentap]) and once by file path: the first kind only, and each
+        # function once, its largest line
+        $0 !~ / \[[^]]*\]$/ { next }
+        { f = $0; sub(/^[^ ]+ /, "", f); sub(/ \[[^]]*\]$/, "", f)
+          for (i = 1; i <= n; i++) if (f ~ pat[i] && (!((i, f) in m) || $1 > m[i, f])) m[i, f] = $1 }
+        END {
+            for (k in m) { split(k, ix, SUBSEP); v[ix[1]] += m[k] }
+            for (i = 1; i <= n; i++) { printf "%10.0f  %s\n", v[i], names[i]; sum += v[i] }
+            if (total > 0) printf "%10.0f  forwarding and the rest (the total less the parts)\n%10.0f  total\n", total - sum, total
+        }' "$T/prof.i"
+}
 # want ROW: print the profile of ROW (COST_PROFILE=all: of every row)
 want() { [ "${COST_PROFILE:-1}" = all ] || grep -q "^goal not met: $1" "$T/summary.txt"; }
-want 'one-token stream' && profile "one-token stream, kept alive, per request" ka-stream "$((K2 - K1))"
-want 'non-streaming JSON' && profile "non-streaming JSON, kept alive, per request" ka-json "$((K2 - K1))"
+want 'one-token stream' && { profile "one-token stream, kept alive, per request" ka-stream "$((K2 - K1))"
+    parts "one-token stream, kept alive" ka-stream; }
+want 'non-streaming JSON' && { profile "non-streaming JSON, kept alive, per request" ka-json "$((K2 - K1))"
+    parts "non-streaming JSON, kept alive" ka-json; }
 want '  accept' && profile "accept + close, per connection" conn "$((K2 - K1))" ka-stream
 want '  full handshake' && profile "TLS full handshake (TLS connection less plain)" tls-full "$((K2 - K1))" conn
 want '  resumed handshake' && profile "TLS resumed handshake (TLS connection less plain)" tls-resume "$((K2 - K1))" conn
