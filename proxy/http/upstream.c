@@ -275,12 +275,10 @@ static void rate_fill(struct tt_upconn *u, uint64_t now)
 {
     uint64_t tick = now / TT_RATE_TICK_NS;
 
-    if (tick <= u->tick)
+    if (tick <= u->tick)            /* <now> may be an older stamp */
         return;
-    if (tick - u->tick >= 2 || u->bucket + u->rate >= 2 * u->rate)
-        u->bucket = 2 * u->rate;
-    else
-        u->bucket += u->rate;
+    u->bucket = tick - u->tick >= 2 || u->bucket >= u->rate ? 2 * u->rate
+                                                            : u->bucket + u->rate;
     u->tick = tick;
 }
 
