@@ -465,7 +465,8 @@ void tt_upstream_idle(struct tt_upconn *u, unsigned ms)
         return;
     }
     if (u->idle_ev == NULL &&
-        (u->idle_ev = evtimer_new(u->w->base, direct_idle, u)) == NULL) {
+        ((u->idle_ev = evtimer_new(u->w->base, direct_idle, u)) == NULL ||
+         event_priority_set(u->idle_ev, bufferevent_get_priority(u->bev)) < 0)) {
         /* no timer: fall back to the bufferevent's reads and timeout
          * (out of memory only; a shadow's reads are then not limited) */
         direct_stop(u);

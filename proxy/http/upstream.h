@@ -100,8 +100,8 @@ void tt_upstream_close_idle(struct tt_worker *w);
  * of at most two ticks' worth, as libevent's token bucket does for a
  * rate-limited bufferevent (a shadow's, proxy/http/target.c): a read
  * takes at most what the bucket holds, and an empty bucket stops the
- * reads until the next tick.  The read event runs at the bufferevent's
- * priority.  Until the connection is pooled (no limit there).
+ * reads until the next tick; until the connection is pooled (no limit
+ * there).  The events of direct reads run at the bufferevent's priority.
  * tt_upstream_idle(): the read idle deadline, either way (0 = none).
  */
 #define TT_RATE_TICK_NS 10000000ull
