@@ -13,8 +13,10 @@
  *   - the request copy: the primary takes the client's bytes, a shadow
  *     gets a bounded copy, abandoned when it overflows (tt_leg_send);
  *   - the upstream connection: a shadow's runs at a lower priority with
- *     small, rate-limited reads; the primary's is read directly and
- *     written at once (upstream_ready, tt_leg_push);
+ *     small, rate-limited reads; the primary's is written at once
+ *     (upstream_ready, tt_leg_push).  Both are read directly (a plain
+ *     socket), the body parsed and decoded in the read buffer itself
+ *     (leg_bytes): a shadow's bytes are never copied;
  *   - a shadow records itself (shadow_over) and frees itself (shadow_free).
  *
  * Every callback takes one CLOCK_MONOTONIC stamp first (l->now); all
@@ -485,8 +487,9 @@ int tt_leg_push(struct tt_leg *l)
 {
     struct evbuffer *out;
 
-    /* role: only the primary's connection is direct (upstream_ready) */
-    if (l->up == NULL || !l->up->direct ||
+    /* role: only the primary writes at once (a shadow's bufferevent
+     * writes, upstream_ready) */
+    if (l->shadow || l->up == NULL || !l->up->direct ||
         l->st == LEG_CONNECTING || l->st == LEG_IDLE)
         return 0;
     out = bufferevent_get_output(l->up->bev);
@@ -757,17 +760,17 @@ static int drop_head(void *arg, const struct tt_head *rsh, int status, int chunk
     return 0;                       /* nothing written, nothing measured */
 }
 
-/* never called: a shadow's connection is not read directly */
+/* a direct read (leg_bytes): always room, nothing ever queued */
 static int drop_room(void *arg)
 {
     (void)arg;
-    return -1;
+    return 0;
 }
 
 static int drop_body(void *arg, const char *buf, size_t n, int room)
 {
     (void)arg, (void)buf, (void)n, (void)room;
-    return -1;
+    return 0;                       /* taken: dropped (the leg decodes it) */
 }
 
 static int drop_full(void *arg)
@@ -1196,24 +1199,30 @@ static void upstream_ready(void *arg, struct tt_upconn *u, int reused)
     if (!reused)
         tt_nodelay(u->bev);         /* once per connection */
     bufferevent_setcb(u->bev, leg_read, leg_write, leg_event, l);
-    if (l->shadow) {                /* role: the upstream connection */
+    if (l->shadow)                  /* role: the upstream connection */
         /* a shadow never competes with the primary: lower priority, and
          * small reads so that a huge response is drained in short turns */
         bufferevent_priority_set(u->bev, TT_PRIO_SHADOW);
-        bufferevent_setwatermark(u->bev, EV_READ, 0, SHADOW_READ_BYTES);
-        bufferevent_set_rate_limit(u->bev, l->t->rate);
-    }
     bufferevent_set_timeouts(u->bev, NULL, NULL);
-    /* the primary reads a plain upstream directly (proxy/http/upstream.h) and
-     * writes to it at once (tt_leg_push); shadows and TLS keep the
-     * bufferevent's reads and writes (rate limit, SSL) */
-    if (!l->shadow && tt_upstream_read_direct(u, CFG(l)->buffer_bytes) == 0) {
-        bufferevent_disable(u->bev, EV_WRITE);
+    /* a plain upstream is read directly (proxy/http/upstream.h), its body
+     * parsed and decoded in the read buffer (leg_bytes); the primary
+     * writes to it at once (tt_leg_push), a shadow through the
+     * bufferevent.  TLS keeps the bufferevent's reads and writes (SSL) */
+    if (tt_upstream_read_direct(u, l->shadow ? SHADOW_READ_BYTES : CFG(l)->buffer_bytes,
+                                l->shadow ? l->t->rate_tick : 0) == 0) {
+        if (l->shadow)
+            bufferevent_enable(u->bev, EV_WRITE);
+        else
+            bufferevent_disable(u->bev, EV_WRITE);
         u->on_bytes = leg_bytes;
         u->on_arg = l;
     } else {
-        if (!l->shadow)
+        if (l->shadow) {
+            bufferevent_setwatermark(u->bev, EV_READ, 0, SHADOW_READ_BYTES);
+            bufferevent_set_rate_limit(u->bev, l->t->rate);
+        } else {
             bufferevent_setwatermark(u->bev, EV_READ, 0, CFG(l)->buffer_bytes);
+        }
         bufferevent_enable(u->bev, EV_READ | EV_WRITE);
     }
     l->got_bytes = 0;

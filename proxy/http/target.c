@@ -17,6 +17,7 @@
 #include <openssl/rand.h>
 
 #include "metrics/request.h"
+#include "proxy/http/upstream.h"
 #include "tls/tls.h"
 
 static uint32_t api_mask(const char *paths)
@@ -89,8 +90,9 @@ int tt_targets_build(const struct tt_config *cfg, struct tt_target *t,
         s->sample = sh->sample;
         {
             /* 10 ms ticks: a smooth cap, far above any real token stream */
-            struct timeval tick = { 0, 10000 };
-            size_t per_tick = sh->max_read_rate / 100;
+            struct timeval tick = { 0, (suseconds_t)(TT_RATE_TICK_NS / 1000u) };
+            size_t per_tick = sh->max_read_rate / (1000000000u / TT_RATE_TICK_NS);
+            s->rate_tick = per_tick;
             s->rate = ev_token_bucket_cfg_new(per_tick, per_tick * 2, EV_RATE_LIMIT_MAX,
                                               EV_RATE_LIMIT_MAX, &tick);
             if (s->rate == NULL) {

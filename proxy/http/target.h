@@ -36,7 +36,10 @@ struct tt_target {
     uint32_t    apis;               /* bit per enum tt_api mirrored (shadows) */
     double      sample;
     _Atomic unsigned inflight;      /* shadow copies running now */
-    struct ev_token_bucket_cfg *rate;   /* owned: shadows' read rate limit */
+    /* shadows' read rate limit: bytes a TT_RATE_TICK_NS tick (direct reads,
+     * proxy/http/upstream.h), and the same for a TLS bufferevent (owned) */
+    size_t      rate_tick;
+    struct ev_token_bucket_cfg *rate;
 };
 
 /*

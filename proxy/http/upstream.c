@@ -47,6 +47,18 @@ static void pool_unlink(struct tt_upconn *u)
     p->nidle--;
 }
 
+/* the read rate limit off: reads again as the watermark allows */
+static void rate_off(struct tt_upconn *u)
+{
+    u->rate = 0;
+    if (!u->throttled)
+        return;
+    event_del(u->rate_ev);
+    u->throttled = 0;
+    if (u->direct && !u->suspended)
+        event_add(u->rev, NULL);
+}
+
 /* no more direct reads: after EOF, a socket error or the idle deadline */
 static void direct_stop(struct tt_upconn *u)
 {
@@ -55,8 +67,11 @@ static void direct_stop(struct tt_upconn *u)
     event_del(u->rev);
     if (u->idle_ev != NULL)
         event_del(u->idle_ev);
-    u->direct = u->suspended = 0;
+    if (u->rate_ev != NULL)
+        event_del(u->rate_ev);
+    u->direct = u->suspended = u->throttled = 0;
     u->idle_ms = 0;
+    u->rate = 0;
 }
 
 void tt_upstream_close(struct tt_upconn *u)
@@ -67,6 +82,8 @@ void tt_upstream_close(struct tt_upconn *u)
         event_free(u->rev);
     if (u->idle_ev != NULL)
         event_free(u->idle_ev);
+    if (u->rate_ev != NULL)
+        event_free(u->rate_ev);
     tt_tls_close(u->bev, 1);
     free(u);
 }
@@ -104,6 +121,7 @@ void tt_upstream_put(struct tt_upconn *u)
     if (u->direct) {
         /* direct reads stay on: they see the server's close as well,
          * and the next request needs no re-registration */
+        rate_off(u);
         tt_upstream_read_resume(u);
     } else {
         bufferevent_enable(u->bev, EV_READ);
@@ -252,6 +270,53 @@ static void direct_suspend(struct tt_upconn *u)
     u->suspended = 1;
 }
 
+/* the bucket filled for the ticks since it last was, up to two ticks' worth */
+static void rate_fill(struct tt_upconn *u, uint64_t now)
+{
+    uint64_t tick = now / TT_RATE_TICK_NS;
+
+    if (tick <= u->tick)            /* <now> may be an older stamp */
+        return;
+    u->bucket = tick - u->tick >= 2 || u->bucket >= u->rate ? 2 * u->rate
+                                                            : u->bucket + u->rate;
+    u->tick = tick;
+}
+
+/* the rate wait is over: reads again once the bucket has bytes */
+static void rate_refilled(evutil_socket_t fd, short what, void *arg)
+{
+    struct tt_upconn *u = arg;
+    struct timeval tick = { 0, (suseconds_t)(TT_RATE_TICK_NS / 1000u) };
+    (void)fd;
+    (void)what;
+
+    rate_fill(u, tt_now_mono());
+    if (u->bucket == 0) {
+        evtimer_add(u->rate_ev, &tick);
+        return;
+    }
+    u->throttled = 0;
+    if (!u->suspended)
+        event_add(u->rev, NULL);
+}
+
+/* <n> bytes were read: taken from the bucket; when it is empty, no reads
+ * for a tick (libevent's wait: a whole tick from now) */
+static void rate_take(struct tt_upconn *u, size_t n, uint64_t now)
+{
+    struct timeval tick = { 0, (suseconds_t)(TT_RATE_TICK_NS / 1000u) };
+
+    u->bucket -= n < u->bucket ? n : u->bucket;
+    if (u->bucket > 0)
+        return;
+    rate_fill(u, now);
+    if (u->bucket > 0)
+        return;
+    event_del(u->rev);
+    u->throttled = 1;
+    evtimer_add(u->rate_ev, &tick);
+}
+
 static void direct_read(evutil_socket_t fd, short what, void *arg)
 {
     struct tt_upconn *u = arg;
@@ -269,9 +334,22 @@ static void direct_read(evutil_socket_t fd, short what, void *arg)
     }
     if (room > sizeof(u->w->rbuf))
         room = sizeof(u->w->rbuf);
+    if (u->rate != 0) {
+        /* filled as of the last read's stamp: never more than the rate
+         * allows; never empty here (rate_take waits for a refill) */
+        rate_fill(u, u->last_read);
+        if (room > u->bucket)
+            room = u->bucket;
+        if (room == 0) {
+            rate_take(u, 0, tt_now_mono());
+            return;
+        }
+    }
     n = tt_recv(fd, u->w->rbuf, room, 0);
     u->last_read = tt_now_mono();
     if (n > 0) {
+        if (u->rate != 0)
+            rate_take(u, (size_t)n, u->last_read);
         if (len == 0 && u->on_bytes != NULL &&
             u->on_bytes(u->on_arg, (const char *)u->w->rbuf, (size_t)n))
             return;                     /* taken whole; <u> may be gone */
@@ -304,7 +382,8 @@ static void direct_idle(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
 
-    if (u->suspended)           /* waiting for the client is not idleness */
+    if (u->suspended || u->throttled)   /* waiting for the client or for
+                                         * the rate limit is not idleness */
         u->last_read = now;
     quiet = now - u->last_read;
     if (quiet < limit) {
@@ -320,14 +399,21 @@ static void direct_idle(evutil_socket_t fd, short what, void *arg)
     direct_event(u, BEV_EVENT_TIMEOUT);
 }
 
-int tt_upstream_read_direct(struct tt_upconn *u, size_t high)
+int tt_upstream_read_direct(struct tt_upconn *u, size_t high, size_t rate)
 {
     evutil_socket_t fd = bufferevent_getfd(u->bev);
+    int prio = bufferevent_get_priority(u->bev);
 
     if (bufferevent_openssl_get_ssl(u->bev) != NULL || fd < 0)
         return -1;
+    /* once per connection (its pool is its target's: the same priority) */
     if (u->rev == NULL &&
-        (u->rev = event_new(u->w->base, fd, EV_READ | EV_PERSIST, direct_read, u)) == NULL)
+        ((u->rev = event_new(u->w->base, fd, EV_READ | EV_PERSIST, direct_read, u)) == NULL ||
+         event_priority_set(u->rev, prio) < 0))
+        return -1;
+    if (rate != 0 && u->rate_ev == NULL &&
+        ((u->rate_ev = evtimer_new(u->w->base, rate_refilled, u)) == NULL ||
+         event_priority_set(u->rate_ev, prio) < 0))
         return -1;
     if (evbuffer_get_length(bufferevent_get_input(u->bev)) != 0)
         return -1;              /* never: a handed-out connection has no input */
@@ -338,9 +424,14 @@ int tt_upstream_read_direct(struct tt_upconn *u, size_t high)
     bufferevent_set_timeouts(u->bev, NULL, NULL);
     u->high = high > 0 ? high : TT_READ_BYTES;
     u->direct = 1;
-    u->suspended = 0;
+    u->suspended = u->throttled = 0;
     u->idle_ms = 0;
     u->last_read = tt_now_mono();
+    u->rate = rate;
+    u->bucket = rate;           /* one tick's worth to begin with */
+    u->tick = u->last_read / TT_RATE_TICK_NS;
+    if (u->rate_ev != NULL)
+        event_del(u->rate_ev);
     if (event_add(u->rev, NULL) < 0) {
         u->direct = 0;
         return -1;
@@ -355,7 +446,8 @@ void tt_upstream_read_resume(struct tt_upconn *u)
         return;
     u->suspended = 0;
     u->last_read = tt_now_mono();
-    event_add(u->rev, NULL);
+    if (!u->throttled)
+        event_add(u->rev, NULL);
 }
 
 void tt_upstream_idle(struct tt_upconn *u, unsigned ms)
@@ -373,8 +465,10 @@ void tt_upstream_idle(struct tt_upconn *u, unsigned ms)
         return;
     }
     if (u->idle_ev == NULL &&
-        (u->idle_ev = evtimer_new(u->w->base, direct_idle, u)) == NULL) {
-        /* no timer: fall back to the bufferevent's reads and timeout */
+        ((u->idle_ev = evtimer_new(u->w->base, direct_idle, u)) == NULL ||
+         event_priority_set(u->idle_ev, bufferevent_get_priority(u->bev)) < 0)) {
+        /* no timer: fall back to the bufferevent's reads and timeout
+         * (out of memory only; a shadow's reads are then not limited) */
         direct_stop(u);
         bufferevent_setwatermark(u->bev, EV_READ, 0, u->high);
         bufferevent_set_timeouts(u->bev, &tv, NULL);

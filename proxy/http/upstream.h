@@ -43,17 +43,22 @@ struct tt_upconn {
     unsigned            requests;   /* requests served */
     unsigned            connecting:1;
 
-    /* direct reads (tt_upstream_read_direct): plain TCP, the primary */
+    /* direct reads (tt_upstream_read_direct): plain TCP, every leg */
     struct event       *rev;        /* owned, or NULL: the socket's read event */
     struct event       *idle_ev;    /* owned, or NULL: the idle deadline */
+    struct event       *rate_ev;    /* owned, or NULL: the end of a rate wait */
     uint64_t            last_read;  /* monotonic ns of the last read */
+    uint64_t            tick;       /* the rate tick the bucket was filled in */
     size_t              high;       /* no reads while the input holds this much */
+    size_t              rate;       /* bytes a rate tick, 0: no limit */
+    size_t              bucket;     /* bytes that may be read now (rate) */
     unsigned            idle_ms;    /* 0: no idle deadline */
     /* given each read first while the input is empty; 1: it took all
      * the bytes (and may have closed <u>), 0: append them as usual */
     int               (*on_bytes)(void *arg, const char *buf, size_t n);
     void               *on_arg;
     unsigned            direct:1, suspended:1;
+    unsigned            throttled:1;    /* no reads until rate_ev: bucket empty */
 };
 
 /*
@@ -90,10 +95,17 @@ void tt_upstream_close_idle(struct tt_worker *w);
  * tt_upstream_read_direct(): switch <u> (returns 0), or -1 for a TLS
  * connection, which keeps the bufferevent's reads; <high> is the read
  * watermark: no reads while the input holds that much, until
- * tt_upstream_read_resume() finds it drained below.
+ * tt_upstream_read_resume() finds it drained below.  <rate> (0: none)
+ * limits the reads to that many bytes a TT_RATE_TICK_NS tick, in bursts
+ * of at most two ticks' worth, as libevent's token bucket does for a
+ * rate-limited bufferevent (a shadow's, proxy/http/target.c): a read
+ * takes at most what the bucket holds, and an empty bucket stops the
+ * reads until the next tick; until the connection is pooled (no limit
+ * there).  The events of direct reads run at the bufferevent's priority.
  * tt_upstream_idle(): the read idle deadline, either way (0 = none).
  */
-int  tt_upstream_read_direct(struct tt_upconn *u, size_t high);
+#define TT_RATE_TICK_NS 10000000ull
+int  tt_upstream_read_direct(struct tt_upconn *u, size_t high, size_t rate);
 void tt_upstream_read_resume(struct tt_upconn *u);
 void tt_upstream_idle(struct tt_upconn *u, unsigned ms);
 

@@ -402,6 +402,40 @@ def test_shadow_huge_response_keeps_rss_bounded(t):
     t.check(rss < 64 * 1024 * t.slow, f"RSS {rss} KiB")
 
 
+BURST_EV = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"z" * 3000 + b'"}}]}\n\n'
+BURST = BURST_EV * 1024 + b"data: [DONE]\n\n"     # about 3 MiB
+
+
+def burst(sock, req, fake):
+    """a shadow that sends its whole answer at once"""
+    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(BURST) + BURST)
+
+
+@timeout(60)
+def test_shadow_reads_no_faster_than_max_read_rate(t):
+    """a shadow that sends 3 MiB at once, max_read_rate = 1m: its response
+    is read in about 3 s (the rate, a 10 ms tick's worth at a time), decoded
+    whole, while the client got the primary's stream at once"""
+    path, data = stream_file(t)
+    sim = t.sim()
+    fake = t.fake(burst)
+    px = t.proxy(sim.url, extra=shadow("cand", fake.url, "max_read_rate=1m"))
+    r, _ = client_request(px, body_for(path), headers=[("X-Request-Id", "rate-1")])
+    t.eq(r.body, data, "client bytes")
+    recs = by_role(wait_records(t, px, 2), "rate-1")
+    t.eq(fake.errors, [], "fake shadow errors")
+    s = recs["shadow"][0]
+    t.eq(s["error"], None, "shadow error")
+    t.eq(s["metadata"]["bytes_out"], len(BURST), "shadow body bytes read")
+    t.eq(s["metadata"]["answer_events"], 1024, "shadow events decoded")
+    took = metric(s, "request_latency") - metric(s, "time_to_first_token")
+    want = len(BURST) / (1 << 20) * 1000
+    t.note(f"{len(BURST)} bytes at max_read_rate 1m read in {took:.0f} ms ({want:.0f} ms at the rate)")
+    t.check(took > 0.9 * want, f"read in {took:.0f} ms: faster than 1 MiB/s")
+    t.check(took < 1.5 * want * t.slow, f"read in {took:.0f} ms: far slower than 1 MiB/s")
+
+
 def long_stream(t):
     path = os.path.join(t.tmp, "long.sse")
     ev = b"".join(b'data: {"choices":[{"index":0,"delta":{"content":"tok%d "}}]}\n\n' % i
