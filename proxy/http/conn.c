@@ -139,6 +139,9 @@ struct tt_conn {
     struct event       *wev;        /* owned (plain): EV_WRITE, persistent, with
                                      * send_timeout; pending while out holds bytes */
     struct event       *ctimer;     /* owned: deadlines, see the top */
+    uint64_t            deadline;   /* CLOCK_MONOTONIC ns the state's deadline
+                                     * passes, 0 none (ctimer_set) */
+    uint64_t            ctimer_due; /* when ctimer fires, 0 not pending */
     struct evbuffer    *stage;      /* owned: response bytes on their way to the client */
     struct evbuffer    *held;       /* owned: RQ_HOLD's body bytes (proxy/http/usagewire.h),
                                      * made on the first hold, else NULL */
@@ -209,10 +212,54 @@ static const struct tt_leg_sink client_sink;
 #define CFG(c) ((c)->w->cfg)
 #define RS(c) ((c)->pri.st)
 
+/*
+ * The state's deadline is c->deadline; ctimer only has to fire no later.
+ * Deadlines move at each state change and each run of body bytes, but the
+ * timer is re-added only when it would fire too late: one that fires
+ * early finds the deadline further on and sleeps for the rest
+ * (ctimer_cb).  Requests that follow each other on a kept-alive
+ * connection then mostly leave the timer heap alone (each add or delete
+ * is some 200 instructions, four of them a request).
+ */
+static void ctimer_set(struct tt_conn *c, unsigned ms)
+{
+    uint64_t d = tt_now_mono() + (uint64_t)ms * 1000000u;
+
+    c->deadline = d;
+    if (c->ctimer_due != 0 && c->ctimer_due <= d)
+        return;
+    c->ctimer_due = d;
+    tt_timer_set(c->ctimer, ms);
+}
+
+/* the deadline is <ms> away, but the timer fires within <early> (when
+ * that is sooner): the state that usually comes next, with the shorter
+ * deadline, then need not re-add it */
+static void ctimer_set_early(struct tt_conn *c, unsigned ms, unsigned early)
+{
+    ctimer_set(c, early < ms ? early : ms);
+    if (early < ms)
+        c->deadline += (uint64_t)(ms - early) * 1000000u;
+}
+
+/* no deadline (a timer still pending fires and finds none) */
+static void ctimer_off(struct tt_conn *c)
+{
+    c->deadline = 0;
+}
+
+/* no deadline and no timer (the connection closes) */
+static void ctimer_stop(struct tt_conn *c)
+{
+    c->deadline = 0;
+    c->ctimer_due = 0;
+    evtimer_del(c->ctimer);
+}
+
 /* a tunnel moved bytes: its idle deadline starts again */
 static void tunnel_activity(struct tt_conn *c)
 {
-    tt_timer_set(c->ctimer, CFG(c)->upstream_idle_ms);
+    ctimer_set(c, CFG(c)->upstream_idle_ms);
 }
 
 /* ------------------------------------------------------------------ */
@@ -493,7 +540,7 @@ static void client_bev_event(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_CONNECTED) {
         /* TLS handshake done: from now on the idle keep-alive limit */
         if (c->rq == RQ_IDLE)
-            tt_timer_set(c->ctimer, CFG(c)->client_idle_ms);
+            ctimer_set(c, CFG(c)->client_idle_ms);
         return;
     }
     client_trouble(c, what);
@@ -654,7 +701,7 @@ static void conn_closing(struct tt_conn *c)
     c->closing = 1;
     c->keepalive = 0;
     client_read_stop(c);
-    evtimer_del(c->ctimer);
+    ctimer_stop(c);
 }
 
 /* close the client once what is queued for it has been written */
@@ -847,7 +894,7 @@ static void request_begin(struct tt_conn *c)
     c->active = 1;
     conn_set_state(c, RQ_HEAD, "first request byte");
     tt_worker_request_start(c->w);
-    tt_timer_set(c->ctimer, CFG(c)->head_timeout_ms);
+    ctimer_set(c, CFG(c)->head_timeout_ms);
 }
 
 /*
@@ -941,7 +988,7 @@ static int request_send(struct tt_conn *c, long long body_len)
         return -1;
     }
     start_shadows(c, method, upgrade, body_len);
-    evtimer_del(c->ctimer);
+    ctimer_off(c);
     /* everything needed from the head is copied out: its ~4 KiB of
      * buffers go back now rather than live as long as the stream */
     tt_head_free(&c->rqh);
@@ -1022,7 +1069,7 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
         /* the buffer exists only on connections that ever hold a body */
         conn_set_state(c, RQ_HOLD, "--inject-usage holds the body");  /* hold_release() */
         llhttp_resume(&c->rqp);
-        tt_timer_set(c->ctimer, cfg->body_idle_ms);
+        ctimer_set(c, cfg->body_idle_ms);
         return 0;
     }
     return request_send(c, -1);
@@ -1057,7 +1104,7 @@ static void request_complete(struct tt_conn *c)
     struct tt_leg *l, *next;
 
     conn_set_state(c, RQ_DONE, "request complete");
-    evtimer_del(c->ctimer);
+    ctimer_off(c);
     /* the last request byte arrived with the latest client read, even when
      * it waited in the buffer for the upstream connection */
     c->req.ts[TT_TS_REQUEST_COMPLETE] = c->last_cread;
@@ -1170,7 +1217,7 @@ again:
                     return;
                 }
                 /* the client owes more body: it has body_idle_timeout */
-                tt_timer_set(c->ctimer, CFG(c)->body_idle_ms);
+                ctimer_set(c, CFG(c)->body_idle_ms);
                 goto out;
             }
             if (c->body_too_big)
@@ -1275,7 +1322,7 @@ static void sink_end(void *arg)
          * of the body goes nowhere and the connection closes after this */
         c->keepalive = 0;
         conn_set_state(c, RQ_DONE, "answered before the request ended");
-        evtimer_del(c->ctimer);
+        ctimer_off(c);
         client_read_stop(c);
         shadows_release(c, 0, SH_CANCEL, "primary answered before the request ended");
     }
@@ -1428,7 +1475,7 @@ static void next_request(struct tt_conn *c)
     tt_head_free(&c->rqh);
     tt_leg_idle(&c->pri);
     tt_request_reset(&c->req);
-    tt_timer_set(c->ctimer, CFG(c)->client_idle_ms);
+    ctimer_set(c, CFG(c)->client_idle_ms);
     client_process(c);
 }
 
@@ -1657,7 +1704,7 @@ static void conn_free(struct tt_conn *c)
     tt_request_fini(&c->req);       /* set up again on the next accept */
     tt_delivery_park(&c->dl);       /* conn_destroy() frees the rest */
     tt_head_free(&c->rqh);
-    evtimer_del(c->ctimer);
+    ctimer_stop(c);
     client_socket_close(c, linger);
     if (c->prev)
         c->prev->next = c->next;
@@ -1811,7 +1858,21 @@ static void ctimer_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
 
+    c->ctimer_due = 0;
+    if (c->deadline == 0)
+        return;                     /* the deadline went since it was set */
     c->now = tt_now_mono();
+    if (c->deadline > c->now + 1000000u) {
+        /* early (the deadline moved on): sleep for the rest */
+        uint64_t left = c->deadline - c->now;
+        struct timeval tv = { (time_t)(left / 1000000000u),
+                              (suseconds_t)(left % 1000000000u / 1000u) };
+
+        c->ctimer_due = c->deadline;
+        evtimer_add(c->ctimer, &tv);
+        return;
+    }
+    c->deadline = 0;
     switch (c->rq) {
     case RQ_HEAD:
         fail_request(c, 408, "request_timeout", "request head not complete within head_timeout");
@@ -1823,7 +1884,7 @@ static void ctimer_cb(evutil_socket_t fd, short what, void *arg)
     case RQ_BODY:
         if (evbuffer_get_length(c->in) > 0) {
             /* bytes wait for the upstream: not the client's delay */
-            tt_timer_set(c->ctimer, CFG(c)->body_idle_ms);
+            ctimer_set(c, CFG(c)->body_idle_ms);
             break;
         }
         fail_request(c, 408, "request_timeout",
@@ -1899,7 +1960,12 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
     c->rq = RQ_IDLE;                /* the first state (the object's zero) */
     /* a TLS handshake must finish within the head deadline: a client that
      * sends a partial or bogus record is cut then, not after client_idle */
-    tt_timer_set(c->ctimer, c->plain_client ? cfg->client_idle_ms : cfg->head_timeout_ms);
+    /* a new connection's request usually follows at once, with its
+     * head_timeout: the timer fires within it already */
+    if (c->plain_client)
+        ctimer_set_early(c, cfg->client_idle_ms, cfg->head_timeout_ms);
+    else
+        ctimer_set(c, cfg->head_timeout_ms);
     return c;
 }
 
