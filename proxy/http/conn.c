@@ -25,9 +25,11 @@
  * the primary never waits for a shadow.
  *
  * Backpressure: a side's input is only moved while the other side's output
- * holds less than buffer_bytes; each bufferevent's read high watermark is
- * buffer_bytes, so libevent stops reading a socket whose input is full, and
- * the write callback (fired when an output drains) resumes the mover.
+ * holds less than buffer_bytes; a socket whose input holds buffer_bytes is
+ * not read (the client's: client_read_update(), or a TLS bufferevent's read
+ * high watermark), and the write callback (fired when an output drains)
+ * resumes the mover.  The client's socket is read and written without a
+ * bufferevent when plain (see "client I/O").
  *
  * Deadlines, one timer per connection (ctimer) by state: the whole head
  * (head_timeout, 408), gaps in the request body while the client owes
@@ -40,8 +42,8 @@
  * token, the first output token and the response (sink_mark); a
  * finished request whose response the client has not yet acknowledged
  * waits in c->acking (acking_done() records it); watch_cb() sees the
- * stamps, and a departed client's FIN or reset where the bufferevent is not
- * reading.  A FIN mid-answer is a departure, before it a half-close
+ * stamps, and a departed client's FIN or reset where the client is not
+ * read.  A FIN mid-answer is a departure, before it a half-close
  * (streaming_to()).
  */
 #include "proxy/http/conn.h"
@@ -125,9 +127,21 @@ enum peer_state {
 struct tt_conn {
     struct tt_worker   *w;          /* borrowed */
     struct tt_conn     *next, *prev;/* worker's list */
-    struct bufferevent *cbev;       /* owned: the client socket */
-    evutil_socket_t     cfd;        /* cbev's socket (for direct writes) */
+    /* the client's I/O (see "client I/O" below): a plain socket is read
+     * and written here, through rev and wev, with in and out owned; a TLS
+     * one through its bufferevent (OpenSSL filter), whose buffers in and
+     * out are then (borrowed until it is freed) */
+    struct bufferevent *cbev;       /* owned: a TLS client's bufferevent, else NULL */
+    evutil_socket_t     cfd;        /* the client socket (for direct writes) */
+    struct evbuffer    *in;         /* request bytes read, not yet moved on */
+    struct evbuffer    *out;        /* response bytes the socket has not taken */
+    struct event       *rev;        /* owned (plain): EV_READ, persistent */
+    struct event       *wev;        /* owned (plain): EV_WRITE, persistent, with
+                                     * send_timeout; pending while out holds bytes */
     struct event       *ctimer;     /* owned: deadlines, see the top */
+    uint64_t            deadline;   /* CLOCK_MONOTONIC ns the state's deadline
+                                     * passes, 0 none (ctimer_set) */
+    uint64_t            ctimer_due; /* when ctimer fires, 0 not pending */
     struct evbuffer    *stage;      /* owned: response bytes on their way to the client */
     struct evbuffer    *held;       /* owned: RQ_HOLD's body bytes (proxy/http/usagewire.h),
                                      * made on the first hold, else NULL */
@@ -165,7 +179,9 @@ struct tt_conn {
     unsigned insp_on:1;
     unsigned in_process:1;      /* inside client_process() */
     unsigned plain_client:1;    /* client on a plain socket: direct writes */
-    unsigned writing:1;         /* EV_WRITE enabled on cbev (client_queued) */
+    unsigned writing:1;         /* plain: wev pending; TLS: EV_WRITE enabled */
+    unsigned reading:1;         /* plain: rev pending */
+    unsigned read_off:1;        /* reading stopped for good (closing, EOF, an early answer) */
     enum peer_state     peer;
     unsigned no_upgrade:1;      /* Upgrade: h2c, dropped: a plain HTTP/1.1 request */
 };
@@ -177,9 +193,9 @@ _Static_assert(offsetof(struct tt_conn, pri) - offsetof(struct tt_conn, req) -
                sizeof(struct tt_leg) < _Alignof(struct tt_leg *),
                "req, pri and shadows must follow each other in struct tt_conn");
 
-static void client_read(struct bufferevent *bev, void *arg);
-static void client_write(struct bufferevent *bev, void *arg);
-static void client_event(struct bufferevent *bev, short what, void *arg);
+static void client_read(struct tt_conn *c);
+static void client_write(struct tt_conn *c);
+static void client_trouble(struct tt_conn *c, short what);
 static void client_process(struct tt_conn *c);
 static void conn_free(struct tt_conn *c);
 static void conn_cancel(struct tt_conn *c, const char *why);
@@ -196,10 +212,54 @@ static const struct tt_leg_sink client_sink;
 #define CFG(c) ((c)->w->cfg)
 #define RS(c) ((c)->pri.st)
 
+/*
+ * The state's deadline is c->deadline; ctimer only has to fire no later.
+ * Deadlines move at each state change and each run of body bytes, but the
+ * timer is re-added only when it would fire too late: one that fires
+ * early finds the deadline further on and sleeps for the rest
+ * (ctimer_cb).  Requests that follow each other on a kept-alive
+ * connection then mostly leave the timer heap alone (each add or delete
+ * is some 200 instructions, four of them a request).
+ */
+static void ctimer_set(struct tt_conn *c, unsigned ms)
+{
+    uint64_t d = tt_now_mono() + (uint64_t)ms * 1000000u;
+
+    c->deadline = d;
+    if (c->ctimer_due != 0 && c->ctimer_due <= d)
+        return;
+    c->ctimer_due = d;
+    tt_timer_set(c->ctimer, ms);
+}
+
+/* the deadline is <ms> away, but the timer fires within <early> (when
+ * that is sooner): the state that usually comes next, with the shorter
+ * deadline, then need not re-add it */
+static void ctimer_set_early(struct tt_conn *c, unsigned ms, unsigned early)
+{
+    ctimer_set(c, early < ms ? early : ms);
+    if (early < ms)
+        c->deadline += (uint64_t)(ms - early) * 1000000u;
+}
+
+/* no deadline (a timer still pending fires and finds none) */
+static void ctimer_off(struct tt_conn *c)
+{
+    c->deadline = 0;
+}
+
+/* no deadline and no timer (the connection closes) */
+static void ctimer_stop(struct tt_conn *c)
+{
+    c->deadline = 0;
+    c->ctimer_due = 0;
+    evtimer_del(c->ctimer);
+}
+
 /* a tunnel moved bytes: its idle deadline starts again */
 static void tunnel_activity(struct tt_conn *c)
 {
-    tt_timer_set(c->ctimer, CFG(c)->upstream_idle_ms);
+    ctimer_set(c, CFG(c)->upstream_idle_ms);
 }
 
 /* ------------------------------------------------------------------ */
@@ -311,6 +371,182 @@ static void settings_init(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* client I/O                                                          */
+
+/*
+ * One request logic over two ways of moving the client's bytes.
+ *
+ * A plain socket has no bufferevent: rev's callback (client_readable)
+ * reads once into the worker's buffer and appends the bytes to c->in,
+ * where client_process() parses them in place and moves them on; the
+ * response is written at once where nothing waits (sink_flush, sink_body),
+ * and what the kernel does not take waits in c->out for wev
+ * (client_writable).  Read-size ioctls, watermark callbacks and the
+ * write event armed and disarmed around every response are gone.
+ *
+ * A TLS socket keeps its bufferevent (the OpenSSL filter): c->in and
+ * c->out are its buffers, its callbacks (client_bev_*) call the same
+ * handlers, client_read(), client_write() and client_trouble().
+ *
+ * Backpressure is the same both ways: nothing is read while c->in holds
+ * buffer_bytes (plain: client_read_update(), after every client_process();
+ * TLS: the bufferevent's read high watermark).  send_timeout is wev's
+ * timeout (TLS: the bufferevent's write timeout): it runs while bytes
+ * wait in c->out and starts again whenever the socket takes some.  Errors
+ * of a write at once are left to the write event, so that no sink call
+ * frees the connection under the leg.
+ */
+
+/* reading as the connection wants it (plain): on unless stopped for good
+ * or c->in holds buffer_bytes */
+static void client_read_update(struct tt_conn *c)
+{
+    unsigned want;
+
+    if (c->cbev != NULL)
+        return;
+    want = !c->read_off && evbuffer_get_length(c->in) < CFG(c)->buffer_bytes;
+    if (want == c->reading)
+        return;
+    c->reading = want;
+    if (want)
+        event_add(c->rev, NULL);
+    else
+        event_del(c->rev);
+}
+
+/* nothing more is read from the client (closing, its EOF, an early answer) */
+static void client_read_stop(struct tt_conn *c)
+{
+    c->read_off = 1;
+    if (c->cbev != NULL)
+        bufferevent_disable(c->cbev, EV_READ);
+    else
+        client_read_update(c);
+}
+
+/*
+ * Bytes were added to c->out: the write event takes them.  A TLS
+ * client's writes stay enabled from the accept (its bufferevent arms the
+ * event only while its output holds bytes); a plain client's wev is
+ * pending exactly while c->out holds bytes.
+ */
+static void client_queued(struct tt_conn *c)
+{
+    struct timeval tv;
+
+    if (c->writing)
+        return;
+    c->writing = 1;
+    if (c->cbev != NULL) {
+        bufferevent_enable(c->cbev, EV_WRITE);
+        return;
+    }
+    tv.tv_sec = CFG(c)->send_timeout_ms / 1000;
+    tv.tv_usec = (CFG(c)->send_timeout_ms % 1000) * 1000;
+    event_add(c->wev, &tv);
+}
+
+/* a plain client's write event is done (c->out empty, or the socket failed) */
+static void client_write_stop(struct tt_conn *c)
+{
+    if (c->cbev == NULL && c->writing) {
+        c->writing = 0;
+        event_del(c->wev);
+    }
+}
+
+/* plain: the socket is readable (rev) */
+static void client_readable(evutil_socket_t fd, short what, void *arg)
+{
+    struct tt_conn *c = arg;
+    size_t len = evbuffer_get_length(c->in);
+    size_t room = CFG(c)->buffer_bytes > len ? CFG(c)->buffer_bytes - len : 0;
+    ssize_t n;
+    int err;
+    (void)what;
+
+    if (room == 0) {
+        client_read_update(c);          /* full: read again once moved on */
+        return;
+    }
+    if (room > sizeof(c->w->rbuf))
+        room = sizeof(c->w->rbuf);
+    n = tt_recv(fd, c->w->rbuf, room, 0);
+    if (n > 0) {
+        if (evbuffer_add(c->in, c->w->rbuf, (size_t)n) == 0) {
+            client_read(c);
+            return;
+        }
+        n = -1;
+        errno = ENOMEM;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        return;
+    }
+    /* as a bufferevent does: no more reads after EOF or an error */
+    err = errno;
+    client_read_stop(c);
+    errno = err;
+    client_trouble(c, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR));
+}
+
+/* plain: the socket takes bytes again (wev), or send_timeout passed */
+static void client_writable(evutil_socket_t fd, short what, void *arg)
+{
+    struct tt_conn *c = arg;
+    int n;
+
+    if (what & EV_TIMEOUT) {
+        client_write_stop(c);
+        client_trouble(c, BEV_EVENT_WRITING | BEV_EVENT_TIMEOUT);
+        return;
+    }
+    if (evbuffer_get_length(c->out) == 0) {
+        client_write_stop(c);
+        return;
+    }
+    n = evbuffer_write(c->out, fd);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n <= 0) {
+        client_write_stop(c);
+        client_trouble(c, BEV_EVENT_WRITING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR));
+        return;
+    }
+    if (evbuffer_get_length(c->out) == 0) {
+        client_write_stop(c);
+        client_write(c);
+    }
+}
+
+/* TLS: the bufferevent's callbacks */
+static void client_bev_read(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    client_read(arg);
+}
+
+static void client_bev_write(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    client_write(arg);
+}
+
+static void client_bev_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct tt_conn *c = arg;
+    (void)bev;
+
+    if (what & BEV_EVENT_CONNECTED) {
+        /* TLS handshake done: from now on the idle keep-alive limit */
+        if (c->rq == RQ_IDLE)
+            ctimer_set(c, CFG(c)->client_idle_ms);
+        return;
+    }
+    client_trouble(c, what);
+}
+
+/* ------------------------------------------------------------------ */
 /* the response's way to the client: the primary leg's sink (leg.h)    */
 
 /*
@@ -318,29 +554,14 @@ static void settings_init(void)
  * queued the bytes are written at once, in this read callback: no write
  * event is armed and no loop pass goes by before the client has them (the
  * common case for a stream).  What the socket does not take, and anything
- * on a TLS connection, goes to the bufferevent's output as usual.
+ * on a TLS connection, goes to c->out (client_queued).
  */
-/*
- * Bytes were added to the client's output: the bufferevent writes them.
- * A plain client's writes are enabled then, not on accept: enabled with
- * nothing to write, a bufferevent arms its write event, which fires at
- * once to find nothing and removes itself (a loop pass and two epoll
- * changes for each connection).  Once enabled they stay so, as before.
- */
-static void client_queued(struct tt_conn *c)
-{
-    if (!c->writing) {
-        c->writing = 1;
-        bufferevent_enable(c->cbev, EV_WRITE);
-    }
-}
-
 /* the write that ended the marks of sink_mark() is done: they get the
  * socket's byte count (bytes still held here go out in order) */
 static void marks_written(struct tt_conn *c)
 {
     tt_delivery_written(&c->dl, c->marking, evbuffer_get_length(c->stage) +
-                        evbuffer_get_length(bufferevent_get_output(c->cbev)),
+                        evbuffer_get_length(c->out),
                         c->req.handed);
     c->marking = 0;
 }
@@ -368,7 +589,7 @@ static void write_marked(struct tt_conn *c, struct evbuffer *b)
 static void sink_flush(void *arg)
 {
     struct tt_conn *c = arg;
-    struct evbuffer *out = bufferevent_get_output(c->cbev);
+    struct evbuffer *out = c->out;
     size_t n = evbuffer_get_length(c->stage);
 
     if (n == 0)
@@ -413,7 +634,7 @@ static int sink_room(void *arg)
 
     if (evbuffer_get_length(c->stage) != 0 || c->dl.unmapped)
         return -1;
-    out = evbuffer_get_length(bufferevent_get_output(c->cbev));
+    out = evbuffer_get_length(c->out);
     if (out >= CFG(c)->buffer_bytes)
         return -1;
     return out != 0;
@@ -440,8 +661,8 @@ static int sink_body(void *arg, const char *buf, size_t n, int room)
         return 0;
     }
     if (w < 0)
-        w = 0;      /* full, or failed: the bufferevent's write reports it */
-    evbuffer_add(bufferevent_get_output(c->cbev), buf + w, n - (size_t)w);
+        w = 0;      /* full, or failed: the write event reports it */
+    evbuffer_add(c->out, buf + w, n - (size_t)w);
     client_queued(c);
     if (c->queued_since == 0)
         c->queued_since = c->pri.now;       /* handed over in client_write() */
@@ -462,7 +683,7 @@ static int sink_full(void *arg)
     struct tt_conn *c = arg;
 
     return c->dl.unmapped ||
-           evbuffer_get_length(bufferevent_get_output(c->cbev)) >= CFG(c)->buffer_bytes;
+           evbuffer_get_length(c->out) >= CFG(c)->buffer_bytes;
 }
 
 /* the one lifecycle function of the request side (invariants: rq_state) */
@@ -479,15 +700,15 @@ static void conn_closing(struct tt_conn *c)
 {
     c->closing = 1;
     c->keepalive = 0;
-    bufferevent_disable(c->cbev, EV_READ);
-    evtimer_del(c->ctimer);
+    client_read_stop(c);
+    ctimer_stop(c);
 }
 
 /* close the client once what is queued for it has been written */
 static void close_after_flush(struct tt_conn *c)
 {
     conn_closing(c);
-    if (evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
+    if (evbuffer_get_length(c->out) == 0)
         conn_free(c);
 }
 
@@ -548,7 +769,7 @@ static void fail_request(struct tt_conn *c, int status, const char *type,
             shadows_release(c, 0, SH_CANCEL, "client request failed");
     }
     if (!c->resp_started) {
-        tt_error_response(bufferevent_get_output(c->cbev), status, kind, type,
+        tt_error_response(c->out, status, kind, type,
                           msg, 1);
         client_queued(c);
         c->resp_started = 1;
@@ -573,8 +794,8 @@ static void inspect_unread(struct tt_conn *c)
         (c->rq != RQ_WAIT_UP && c->rq != RQ_BODY && c->rq != RQ_HOLD))
         return;
     llhttp_resume(&c->rqp);
-    (void)tt_parse_buf(&c->rqp, bufferevent_get_input(c->cbev), 0,
-                       evbuffer_get_length(bufferevent_get_input(c->cbev)), &e,
+    (void)tt_parse_buf(&c->rqp, c->in, 0,
+                       evbuffer_get_length(c->in), &e,
                        NULL, NULL);
 }
 
@@ -673,7 +894,7 @@ static void request_begin(struct tt_conn *c)
     c->active = 1;
     conn_set_state(c, RQ_HEAD, "first request byte");
     tt_worker_request_start(c->w);
-    tt_timer_set(c->ctimer, CFG(c)->head_timeout_ms);
+    ctimer_set(c, CFG(c)->head_timeout_ms);
 }
 
 /*
@@ -767,7 +988,7 @@ static int request_send(struct tt_conn *c, long long body_len)
         return -1;
     }
     start_shadows(c, method, upgrade, body_len);
-    evtimer_del(c->ctimer);
+    ctimer_off(c);
     /* everything needed from the head is copied out: its ~4 KiB of
      * buffers go back now rather than live as long as the stream */
     tt_head_free(&c->rqh);
@@ -848,7 +1069,7 @@ static int request_head(struct tt_conn *c, struct evbuffer *in)
         /* the buffer exists only on connections that ever hold a body */
         conn_set_state(c, RQ_HOLD, "--inject-usage holds the body");  /* hold_release() */
         llhttp_resume(&c->rqp);
-        tt_timer_set(c->ctimer, cfg->body_idle_ms);
+        ctimer_set(c, cfg->body_idle_ms);
         return 0;
     }
     return request_send(c, -1);
@@ -883,7 +1104,7 @@ static void request_complete(struct tt_conn *c)
     struct tt_leg *l, *next;
 
     conn_set_state(c, RQ_DONE, "request complete");
-    evtimer_del(c->ctimer);
+    ctimer_off(c);
     /* the last request byte arrived with the latest client read, even when
      * it waited in the buffer for the upstream connection */
     c->req.ts[TT_TS_REQUEST_COMPLETE] = c->last_cread;
@@ -924,7 +1145,7 @@ static void forward_body(struct tt_conn *c, struct evbuffer *in, size_t n)
 /* move what the client sent as far as the state allows */
 static void client_process(struct tt_conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->cbev);
+    struct evbuffer *in = c->in;
     enum llhttp_errno e;
     size_t n, avail;
 
@@ -996,7 +1217,7 @@ again:
                     return;
                 }
                 /* the client owes more body: it has body_idle_timeout */
-                tt_timer_set(c->ctimer, CFG(c)->body_idle_ms);
+                ctimer_set(c, CFG(c)->body_idle_ms);
                 goto out;
             }
             if (c->body_too_big)
@@ -1024,6 +1245,8 @@ out:
         evbuffer_get_length(in) > 0)
         goto again;
     c->in_process = 0;
+    /* c->in full stops reading; moved on, it reads again */
+    client_read_update(c);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1099,11 +1322,11 @@ static void sink_end(void *arg)
          * of the body goes nowhere and the connection closes after this */
         c->keepalive = 0;
         conn_set_state(c, RQ_DONE, "answered before the request ended");
-        evtimer_del(c->ctimer);
-        bufferevent_disable(c->cbev, EV_READ);
+        ctimer_off(c);
+        client_read_stop(c);
         shadows_release(c, 0, SH_CANCEL, "primary answered before the request ended");
     }
-    if (evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
+    if (evbuffer_get_length(c->out) == 0)
         next_request(c);            /* no write callback is coming (may free c) */
     /* else client_write() finishes it once the last byte is handed over */
 }
@@ -1179,7 +1402,7 @@ static int request_end(struct tt_conn *c, int may_wait)
         return 0;
     c->active = 0;
     if (r->ts[TT_TS_DELIVERED] == 0 && !r->cancelled && c->resp_started &&
-        evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
+        evbuffer_get_length(c->out) == 0)
         r->ts[TT_TS_DELIVERED] = c->now;
     tt_leg_stream_done(&c->pri, c->now);
     if (r->err_type == NULL && r->status >= 400)
@@ -1207,7 +1430,7 @@ static int request_end(struct tt_conn *c, int may_wait)
         return 1;
     }
     tt_delivery_finish(&c->dl, r, evbuffer_get_length(c->stage) +
-                       evbuffer_get_length(bufferevent_get_output(c->cbev)));
+                       evbuffer_get_length(c->out));
     tt_worker_request_done(c->w, r);
     return 0;
 }
@@ -1252,7 +1475,7 @@ static void next_request(struct tt_conn *c)
     tt_head_free(&c->rqh);
     tt_leg_idle(&c->pri);
     tt_request_reset(&c->req);
-    tt_timer_set(c->ctimer, CFG(c)->client_idle_ms);
+    ctimer_set(c, CFG(c)->client_idle_ms);
     client_process(c);
 }
 
@@ -1287,7 +1510,7 @@ static int may_still_send(struct tt_conn *c)
 {
     if (c->peer != PEER_OPEN)
         return 0;
-    if (evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0)
+    if (evbuffer_get_length(c->in) > 0)
         return 1;
     switch (c->rq) {
     case RQ_HEAD:
@@ -1308,12 +1531,10 @@ static int may_still_send(struct tt_conn *c)
  * Connection objects.  A closed connection's object goes back to its
  * worker's pool (up to CONN_POOL_MAX, none while draining) with what it
  * allocated once: its timer, its stage and, for a plain client, its
- * bufferevent with both buffers, which the next accepted socket takes
- * over (bufferevent_setfd()).  An accept then allocates nothing, and a
- * close frees nothing: of about 13,700 instructions an accept and close
- * cost, some 7,000 were allocator and bufferevent set-up and teardown
- * (bench/README.md).  At most CONN_POOL_MAX
- * objects (about 8 KiB each) outlive their connections.
+ * events and both buffers, which the next accepted socket takes over
+ * (event_assign()).  An accept then allocates nothing, and a close frees
+ * nothing (bench/README.md).  At most CONN_POOL_MAX objects (about 8 KiB
+ * each) outlive their connections.
  */
 #define CONN_POOL_MAX 64
 
@@ -1321,8 +1542,18 @@ static void conn_destroy(struct tt_conn *c)
 {
     tt_leg_fini(&c->pri);
     tt_delivery_fini(&c->dl);
-    if (c->cbev != NULL)
-        bufferevent_free(c->cbev);
+    if (c->cbev != NULL) {
+        bufferevent_free(c->cbev);      /* and its buffers, c->in and c->out */
+    } else {
+        if (c->in != NULL)
+            evbuffer_free(c->in);
+        if (c->out != NULL)
+            evbuffer_free(c->out);
+    }
+    if (c->rev != NULL)
+        event_free(c->rev);
+    if (c->wev != NULL)
+        event_free(c->wev);
     if (c->ctimer != NULL)
         event_free(c->ctimer);
     if (c->stage != NULL)
@@ -1332,27 +1563,15 @@ static void conn_destroy(struct tt_conn *c)
     free(c);
 }
 
-/* a pooled object's bufferevent freed: the socket number it kept is
- * stale (the socket was closed, the number maybe reused): not closed */
-static void pooled_bev_free(struct tt_conn *c)
-{
-    if (c->cbev != NULL) {
-        bufferevent_setfd(c->cbev, -1);
-        bufferevent_free(c->cbev);
-        c->cbev = NULL;
-    }
-}
-
 /* an object for a new connection: zeroed but for the timer, the stage
- * and maybe a plain bufferevent without a socket; NULL when out of memory */
+ * and a plain client's events and buffers; NULL when out of memory */
 static struct tt_conn *conn_take(struct tt_worker *w)
 {
     struct tt_conn *c = w->conn_pool;
 
     if (c != NULL) {
-        struct bufferevent *bev = c->cbev;
-        struct event *ctimer = c->ctimer;
-        struct evbuffer *stage = c->stage;
+        struct event *ctimer = c->ctimer, *rev = c->rev, *wev = c->wev;
+        struct evbuffer *stage = c->stage, *in = c->in, *out = c->out;
         struct event *watch = c->dl.spare;
 
         w->conn_pool = c->next;
@@ -1360,9 +1579,12 @@ static struct tt_conn *conn_take(struct tt_worker *w)
         /* req and pri are set up whole by their own init */
         memset(c, 0, offsetof(struct tt_conn, req));
         memset(&c->shadows, 0, sizeof(*c) - offsetof(struct tt_conn, shadows));
-        c->cbev = bev;
         c->ctimer = ctimer;
         c->stage = stage;
+        c->in = in;
+        c->out = out;
+        c->rev = rev;
+        c->wev = wev;
         c->dl.spare = watch;
         c->dl.wfd = -1;                 /* tt_delivery_init() comes later */
         return c;
@@ -1381,28 +1603,65 @@ static struct tt_conn *conn_take(struct tt_worker *w)
 }
 
 /*
- * The client's socket goes (to the linger set when the client may still
- * be sending).  With <pool>, a plain client's bufferevent stays, without
- * a socket and with both buffers emptied; any other is freed.
+ * The client's I/O on the accepted socket <fd>: a TLS bufferevent, or a
+ * plain socket's events and buffers (kept from a pooled object, else
+ * made).  0, or -1 when out of memory (<fd> is not closed then).
  */
-static void client_socket_close(struct tt_conn *c, int linger, int pool)
+static int client_io_open(struct tt_conn *c, evutil_socket_t fd)
+{
+    struct tt_worker *w = c->w;
+
+    if (tt_tls_listens(w->tls)) {
+        /* the bufferevent brings its own buffers (a pooled object has
+         * plain ones only if the listener was plain when it was used) */
+        if (c->in != NULL)
+            evbuffer_free(c->in);
+        if (c->out != NULL)
+            evbuffer_free(c->out);
+        c->in = c->out = NULL;
+        c->cbev = tt_tls_accept_bev(w->tls, w->base, fd);
+        if (c->cbev == NULL)
+            return -1;
+        c->in = bufferevent_get_input(c->cbev);
+        c->out = bufferevent_get_output(c->cbev);
+        return 0;
+    }
+    if ((c->in == NULL && (c->in = evbuffer_new()) == NULL) ||
+        (c->out == NULL && (c->out = evbuffer_new()) == NULL))
+        return -1;
+    if (c->rev == NULL) {
+        c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, client_readable, c);
+        c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, client_writable, c);
+        if (c->rev == NULL || c->wev == NULL)
+            return -1;
+    } else if (event_get_fd(c->rev) != fd) {
+        /* neither is pending (client_socket_close): a new socket number */
+        event_assign(c->rev, w->base, fd, EV_READ | EV_PERSIST, client_readable, c);
+        event_assign(c->wev, w->base, fd, EV_WRITE | EV_PERSIST, client_writable, c);
+    }
+    return 0;
+}
+
+/*
+ * The client's socket goes (to the linger set when the client may still
+ * be sending).  A plain client's events and buffers stay, idle and
+ * empty, for the pool or conn_destroy(); a TLS client's bufferevent is
+ * freed.
+ */
+static void client_socket_close(struct tt_conn *c, int linger)
 {
     struct bufferevent *bev = c->cbev;
     evutil_socket_t keep;
 
-    if (pool && c->plain_client) {
-        /* disabled first: the input's watermark callback, called as the
-         * input is emptied, must not re-arm a read.  The socket is not
-         * taken from the bufferevent (bufferevent_setfd() costs two event
-         * deletions and assignments): a pooled one's number is stale,
-         * replaced on the next accept unless the new socket has the same
-         * (the lowest free number: often); pooled_bev_free() before a free */
-        short on = bufferevent_get_enabled(bev);
-
-        if (on != 0)
-            bufferevent_disable(bev, on);
-        evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
-        evbuffer_drain(bufferevent_get_output(bev), evbuffer_get_length(bufferevent_get_output(bev)));
+    if (bev == NULL) {
+        if (c->reading)
+            event_del(c->rev);
+        if (c->writing)
+            event_del(c->wev);
+        c->reading = c->writing = 0;
+        c->read_off = 1;
+        evbuffer_drain(c->in, evbuffer_get_length(c->in));
+        evbuffer_drain(c->out, evbuffer_get_length(c->out));
         if (linger)
             tt_linger_close(c->w->linger, c->cfd);
         else
@@ -1415,6 +1674,7 @@ static void client_socket_close(struct tt_conn *c, int linger, int pool)
     /* close_notify only when nothing was cut (TLS: a close-delimited body) */
     tt_tls_close(bev, c->pri.msg_done || c->rq == RQ_IDLE);
     c->cbev = NULL;
+    c->in = c->out = NULL;              /* they were the bufferevent's */
     if (keep >= 0)
         tt_linger_close(c->w->linger, keep);
 }
@@ -1444,8 +1704,8 @@ static void conn_free(struct tt_conn *c)
     tt_request_fini(&c->req);       /* set up again on the next accept */
     tt_delivery_park(&c->dl);       /* conn_destroy() frees the rest */
     tt_head_free(&c->rqh);
-    evtimer_del(c->ctimer);
-    client_socket_close(c, linger, pool);
+    ctimer_stop(c);
+    client_socket_close(c, linger);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -1470,21 +1730,18 @@ static void conn_free(struct tt_conn *c)
 }
 
 /* ------------------------------------------------------------------ */
-/* libevent callbacks                                                  */
+/* the client's events (both kinds of socket, see "client I/O")        */
 
-static void client_read(struct bufferevent *bev, void *arg)
+/* request bytes were added to c->in */
+static void client_read(struct tt_conn *c)
 {
-    struct tt_conn *c = arg;
-    (void)bev;
     c->now = c->last_cread = tt_now_mono();
     client_process(c);
 }
 
-static void client_write(struct bufferevent *bev, void *arg)
+/* everything in c->out is on the socket */
+static void client_write(struct tt_conn *c)
 {
-    struct tt_conn *c = arg;
-    (void)bev;
-
     c->now = tt_now_mono();
     if (c->queued_since != 0) {
         tt_delay_observe(&c->w->delay, TT_DELAY_RESPONSE, c->queued_since, c->now);
@@ -1530,8 +1787,8 @@ static int streaming_to(const struct tt_conn *c)
 /*
  * The watch on the client socket (proxy/http/delivery.h): acknowledgement
  * stamps, the deadline of a record waiting for one, and the peer's close
- * or reset where the bufferevent is not reading (half-closed, or its
- * input full).
+ * or reset where the client is not read (half-closed, or its input
+ * full).
  */
 static void watch_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -1543,7 +1800,7 @@ static void watch_cb(evutil_socket_t fd, short what, void *arg)
         ((what & EV_TIMEOUT) || (tt_delivery_poll(&c->dl), tt_delivery_settled(&c->dl)))) {
         acking_done(c);
         if (c->closing) {
-            if (evbuffer_get_length(bufferevent_get_output(c->cbev)) == 0)
+            if (evbuffer_get_length(c->out) == 0)
                 conn_free(c);
             return;
         }
@@ -1559,17 +1816,10 @@ static void watch_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-static void client_event(struct bufferevent *bev, short what, void *arg)
+/* the client's EOF, a socket error or send_timeout (BEV_EVENT_* bits in
+ * <what>, as a bufferevent reports them) */
+static void client_trouble(struct tt_conn *c, short what)
 {
-    struct tt_conn *c = arg;
-    (void)bev;
-
-    if (what & BEV_EVENT_CONNECTED) {
-        /* TLS handshake done: from now on the idle keep-alive limit */
-        if (c->rq == RQ_IDLE)
-            tt_timer_set(c->ctimer, CFG(c)->client_idle_ms);
-        return;
-    }
     c->now = tt_now_mono();
     if (what & BEV_EVENT_TIMEOUT) {
         /* send_timeout: the client stopped taking the response */
@@ -1581,14 +1831,14 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
         !c->closing && RS(c) != LEG_TUNNEL && !streaming_to(c) &&
         (c->rq == RQ_DONE ||
          ((c->rq == RQ_WAIT_UP || c->rq == RQ_HOLD || c->rq == RQ_BODY) &&
-          evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0))) {
+          evbuffer_get_length(c->in) > 0))) {
         /* a half-close after the request (or with its rest still
          * buffered): it still gets its response; a client that is really
          * gone fails the next write, and a body that ends short is
          * cancelled in client_process() */
         c->peer = PEER_EOF;
         c->keepalive = 0;
-        bufferevent_disable(c->cbev, EV_READ);
+        client_read_stop(c);
         /* a client that did leave resets at the next bytes: seen at once */
         (void)tt_delivery_watch(&c->dl);
         return;
@@ -1597,7 +1847,8 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_ERROR)
         tt_log_debug("client connection error: %s",
                      evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-    tt_tls_log_errors(c->cbev, "client");
+    if (c->cbev != NULL)
+        tt_tls_log_errors(c->cbev, "client");
     conn_cancel(c, "client closed the connection");
 }
 
@@ -1607,7 +1858,21 @@ static void ctimer_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
 
+    c->ctimer_due = 0;
+    if (c->deadline == 0)
+        return;                     /* the deadline went since it was set */
     c->now = tt_now_mono();
+    if (c->deadline > c->now + 1000000u) {
+        /* early (the deadline moved on): sleep for the rest */
+        uint64_t left = c->deadline - c->now;
+        struct timeval tv = { (time_t)(left / 1000000000u),
+                              (suseconds_t)(left % 1000000000u / 1000u) };
+
+        c->ctimer_due = c->deadline;
+        evtimer_add(c->ctimer, &tv);
+        return;
+    }
+    c->deadline = 0;
     switch (c->rq) {
     case RQ_HEAD:
         fail_request(c, 408, "request_timeout", "request head not complete within head_timeout");
@@ -1617,9 +1882,9 @@ static void ctimer_cb(evutil_socket_t fd, short what, void *arg)
         break;
     case RQ_HOLD:
     case RQ_BODY:
-        if (evbuffer_get_length(bufferevent_get_input(c->cbev)) > 0) {
+        if (evbuffer_get_length(c->in) > 0) {
             /* bytes wait for the upstream: not the client's delay */
-            tt_timer_set(c->ctimer, CFG(c)->body_idle_ms);
+            ctimer_set(c, CFG(c)->body_idle_ms);
             break;
         }
         fail_request(c, 408, "request_timeout",
@@ -1649,7 +1914,6 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
 {
     const struct tt_config *cfg = w->cfg;
     struct tt_conn *c;
-    int fresh;
 
     pthread_once(&settings_once, settings_init);
     c = conn_take(w);
@@ -1658,20 +1922,11 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
         return NULL;
     }
     c->w = w;
-    /* a pooled plain bufferevent takes a plain socket (its callbacks,
-     * watermark and timeouts are this object's and the worker's) */
-    fresh = c->cbev == NULL || tt_tls_listens(w->tls);
-    if (fresh) {
-        pooled_bev_free(c);
-        c->cbev = tt_tls_accept_bev(w->tls, w->base, fd);
-    } else if (bufferevent_getfd(c->cbev) != fd &&     /* else its events are set */
-               bufferevent_setfd(c->cbev, fd) < 0) {
-        pooled_bev_free(c);
-    }
+    c->cfd = fd;
     tt_head_init(&c->rqh, cfg->max_header_bytes, cfg->max_headers);
     tt_request_init(&c->req);
     tt_access_peer(sa, salen, c->req.client, sizeof(c->req.client));
-    if (c->cbev == NULL ||
+    if (client_io_open(c, fd) < 0 ||
         tt_leg_init(&c->pri, w, &w->targets[0], &client_sink, c, c->stage,
                     &c->req) < 0) {
         if (c->cbev == NULL)
@@ -1680,22 +1935,23 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
         conn_destroy(c);
         return NULL;
     }
-    tt_nodelay(c->cbev);
-    c->plain_client = bufferevent_openssl_get_ssl(c->cbev) == NULL;
-    c->cfd = fd;
+    tt_nodelay_fd(fd);
+    c->plain_client = c->cbev == NULL;
     tt_delivery_init(&c->dl, w->base, fd, !c->plain_client, cfg->delivery,
                      watch_cb, c);
-    if (fresh) {
+    if (c->plain_client) {
+        /* writes: wev once bytes wait (client_queued) */
+        client_read_update(c);
+    } else {
         struct timeval send = { cfg->send_timeout_ms / 1000,
                                 (cfg->send_timeout_ms % 1000) * 1000 };
 
-        bufferevent_setcb(c->cbev, client_read, client_write, client_event, c);
+        bufferevent_setcb(c->cbev, client_bev_read, client_bev_write, client_bev_event, c);
         bufferevent_setwatermark(c->cbev, EV_READ, 0, cfg->buffer_bytes);
         bufferevent_set_timeouts(c->cbev, NULL, &send);
+        c->writing = 1;
+        bufferevent_enable(c->cbev, EV_READ | EV_WRITE);
     }
-    /* a plain client's writes are enabled once bytes wait (client_queued) */
-    c->writing = !c->plain_client;
-    bufferevent_enable(c->cbev, c->writing ? EV_READ | EV_WRITE : EV_READ);
     c->next = w->conns;
     if (w->conns)
         w->conns->prev = c;
@@ -1704,7 +1960,12 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
     c->rq = RQ_IDLE;                /* the first state (the object's zero) */
     /* a TLS handshake must finish within the head deadline: a client that
      * sends a partial or bogus record is cut then, not after client_idle */
-    tt_timer_set(c->ctimer, c->plain_client ? cfg->client_idle_ms : cfg->head_timeout_ms);
+    /* a new connection's request usually follows at once, with its
+     * head_timeout: the timer fires within it already */
+    if (c->plain_client)
+        ctimer_set_early(c, cfg->client_idle_ms, cfg->head_timeout_ms);
+    else
+        ctimer_set(c, cfg->head_timeout_ms);
     return c;
 }
 
@@ -1732,7 +1993,6 @@ void tt_conn_pool_free(struct tt_worker *w)
 
     while ((c = w->conn_pool) != NULL) {
         w->conn_pool = c->next;
-        pooled_bev_free(c);
         conn_destroy(c);
     }
     w->nconn_pool = 0;

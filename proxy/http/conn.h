@@ -2,9 +2,13 @@
  * Client connections: the request state machine of one client connection,
  * and the sink its primary leg's response goes to (proxy/http/leg.h).
  *
- *   client --bytes--> [cbev in] --llhttp(request)--> head rewritten --+--> primary leg --> upstream
- *                                   body bytes moved raw -------------+--> shadow legs (copies)
- *   client <--[cbev out]-- stage <--sink-- primary leg (response parsed, decoded: leg.c)
+ *   client --recv--> [in] --llhttp(request)--> head rewritten --+--> primary leg --> upstream
+ *                               body bytes moved raw -----------+--> shadow legs (copies)
+ *   client <--write at once, else [out]-- stage <--sink-- primary leg (response
+ *                                                 parsed, decoded: leg.c)
+ *
+ * A plain client is read and written with plain events, a TLS one through
+ * its bufferevent (OpenSSL filter); the request logic is the same.
  *
  * Above the legs (it calls them, they call it only through the sink) and
  * below proxy/server/server.c, which accepts, drains and aborts connections

@@ -142,7 +142,7 @@ int tt_delivery_watch(struct tt_delivery *d)
     if (d->watch != NULL)
         return 0;
     /* a duplicate: libevent will not mix edge- and level-triggered events
-     * on one descriptor, and the bufferevent's are level-triggered */
+     * on one descriptor, and the connection's are level-triggered */
     d->wfd = fcntl(d->fd, F_DUPFD_CLOEXEC, 0);
     if (d->wfd < 0)
         return -1;
@@ -225,7 +225,7 @@ void tt_delivery_written(struct tt_delivery *d, unsigned marks, size_t pending,
     if (!d->tls) {
         /* plain: the socket carries the response's bytes as handed over,
          * in order, after <base>; what is still held goes out through the
-         * bufferevent, which must ask for stamps too */
+         * connection's write event, which must ask for stamps too */
         if (pending > 0 && !d->armed)
             set_recording(d, 1);
         else if (pending == 0 && d->armed && d->unmapped == 0)

@@ -14,7 +14,7 @@
  *
  * A second descriptor of the same socket is watched edge-triggered
  * (EV_READ | EV_CLOSED | EV_ET) for the error queue and for the peer's
- * close or reset while the bufferevent is not reading; its callback is the
+ * close or reset while the connection is not reading; its callback is the
  * connection's (tt_delivery_init's <cb>).
  *
  * Elsewhere (not Linux) and with --delivery off every call is a no-op and

@@ -90,10 +90,14 @@ int tt_add_num(struct evbuffer *out, long long v)
     return evbuffer_add(out, p, (size_t)(buf + sizeof(buf) - p));
 }
 
-void tt_nodelay(struct bufferevent *bev)
+void tt_nodelay_fd(int fd)
 {
     int one = 1;
-    evutil_socket_t fd = bufferevent_getfd(bev);
     if (fd >= 0)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+void tt_nodelay(struct bufferevent *bev)
+{
+    tt_nodelay_fd(bufferevent_getfd(bev));
 }

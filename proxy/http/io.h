@@ -44,8 +44,10 @@ int tt_add_num(struct evbuffer *out, long long v);
 /* (re)arm <ev> to fire in <ms> milliseconds */
 void tt_timer_set(struct event *ev, unsigned ms);
 
-/* TCP_NODELAY on the socket of <bev> (SSE events are small writes) */
+/* TCP_NODELAY on the socket of <bev>, or on <fd> (SSE events are small
+ * writes) */
 void tt_nodelay(struct bufferevent *bev);
+void tt_nodelay_fd(int fd);
 
 /*
  * recv(2) and send(2) of the per-event path, as the system calls
