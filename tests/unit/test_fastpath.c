@@ -7,8 +7,10 @@
  * chat fixtures after thousands of random mutations (bytes replaced,
  * inserted, removed), and a list of hand-written edge cases (duplicate
  * keys, escapes, odd numbers, usage variants, tool calls, trailing bytes).
- * Also checks the fast path does take the common chunks (instruction counts
- * mean nothing if it silently always falls back).
+ * The same for non-streaming bodies (a chat.completion read whole): the
+ * common bodies, edge cases, bodies past the stack scratch, mutations.
+ * Also checks the fast path does take the common chunks and bodies
+ * (instruction counts mean nothing if it silently always falls back).
  *
  * Fixtures: $TT_FIXTURES, else ../shared/fixtures/streams (relative to the
  * repository root, where tests run).  Missing fixtures skip those tests.
