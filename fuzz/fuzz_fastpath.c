@@ -11,9 +11,12 @@
  * Input: the first byte picks the read size (0: whole) and the think
  * mode; the rest is one event payload per line, each sent as
  * "data: <line>\n\n" (so mutations change the JSON, not the framing).
- * Seeds: fuzz/corpus/fastpath (the chat fixtures' chunks, one per line);
- * dictionary: fuzz/fastpath.dict (JSON tokens, the keys the fast path
- * knows).
+ * The same rest is then compared as a whole non-streaming body
+ * (application/json: a chat.completion read by the fast scanner or by
+ * cJSON), newlines and all.
+ * Seeds: fuzz/corpus/fastpath (the chat fixtures' chunks, one per line,
+ * and chat.completion bodies); dictionary: fuzz/fastpath.dict (JSON
+ * tokens, the keys the fast path knows).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -54,8 +57,9 @@ static char *as_sse(const uint8_t *p, size_t n, size_t *len)
     return out;
 }
 
+/* <p, n> as a response of Content-Type <ct>, <step> bytes a read */
 static void run(struct tt_request *r, int fast, enum tt_think_mode think,
-                const char *p, size_t n, size_t step)
+                const char *ct, const char *p, size_t n, size_t step)
 {
     struct tt_stream *st;
     size_t off = 0;
@@ -64,7 +68,7 @@ static void run(struct tt_request *r, int fast, enum tt_think_mode think,
     tt_stream_fast = fast;
     tt_request_init(r);
     r->has_digest = 1;
-    st = tt_stream_new(r, TT_API_OPENAI_CHAT, "text/event-stream", think);
+    st = tt_stream_new(r, TT_API_OPENAI_CHAT, ct, think);
     if (st == NULL)
         abort();
     for (; off < n; off += step, now += 7) {  /* <step> bytes a read */
@@ -77,24 +81,14 @@ static void run(struct tt_request *r, int fast, enum tt_think_mode think,
     tt_stream_fast = 1;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* both paths on <p, n>; aborts when the facts differ */
+static void both(enum tt_think_mode think, const char *ct, const char *p, size_t n,
+                 size_t step)
 {
     struct tt_request a, b;
-    enum tt_think_mode think;
-    size_t step;
-    char *sse;
-    size_t n;
 
-    if (size < 1)
-        return 0;
-    think = (enum tt_think_mode)((data[0] >> 6) % 3);
-    step = data[0] & 0x3f;     /* 0: the whole body in one read */
-    sse = as_sse(data + 1, size - 1, &n);
-    if (step == 0)
-        step = n + 1;
-
-    run(&a, 1, think, sse, n, step);
-    run(&b, 0, think, sse, n, step);
+    run(&a, 1, think, ct, p, n, step);
+    run(&b, 0, think, ct, p, n, step);
     if (memcmp(&a.s, &b.s, sizeof(a.s)) != 0)
         abort();    /* the stream's facts differ */
     if (a.n_token_ts != b.n_token_ts ||
@@ -107,6 +101,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     tt_request_reset(&a);
     tt_request_reset(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    enum tt_think_mode think;
+    size_t step;
+    char *sse;
+    size_t n;
+
+    if (size < 1)
+        return 0;
+    think = (enum tt_think_mode)((data[0] >> 6) % 3);
+    step = data[0] & 0x3f;     /* 0: the whole body in one read */
+    sse = as_sse(data + 1, size - 1, &n);
+    both(think, "text/event-stream", sse, n, step == 0 ? n + 1 : step);
     free(sse);
+    /* the bytes as one non-streaming body */
+    both(think, "application/json", (const char *)data + 1, size - 1,
+         step == 0 ? size : step);
     return 0;
 }

@@ -8,14 +8,22 @@
  * tree.  Called by proxy/decode/stream.c for each event of an openai.chat stream
  * (tt_dec_openai_chat.fast) before the cJSON parse.
  *
+ * The same scanner reads a non-streaming body (a chat.completion: the
+ * choices' text in "message" rather than "delta"), called by stream.c once
+ * with the whole body, without the memos (nothing repeats in one body) and
+ * with a scratch as large as the body.  dec_openai.c takes the delta when
+ * it is an object, else the message; so does the scanner, whichever comes
+ * first in the choice (a message read before a delta object gives up).
+ *
  * Certainty first: the scanner only accepts strict RFC 8259 JSON and gives
  * up (returns -1, nothing reported, the caller parses with cJSON) on
  * anything it is not sure about: \u escapes cJSON would refuse or cut
  * (\u0000, bad hex, lone surrogates) and any \u in a key, control
  * characters, numbers over 40 bytes, counts it would have to convert
  * other than plain integers, duplicate keys that
- * matter, deep nesting, an "error" or "timings" member, a legacy
- * function_call, a choice without a delta object, events over SCRATCH bytes.
+ * matter, deep nesting, an "error" member other than null, a "timings"
+ * member, a legacy function_call, a choice with neither a delta nor a
+ * message object, events over SCRATCH bytes.
  * Everything else is validated and skipped, so an event the scanner accepts
  * is one cJSON accepts and reads the same way.  tests/unit/test_fastpath.c
  * runs every fixture, whole and split, with the fast path on and off and
@@ -41,7 +49,7 @@ struct tool { const char *name, *args; };
 
 struct choice {
     int64_t     index;          /* -1: absent or not a count */
-    int         has_delta;
+    int         text;           /* the object the text came from (T_*), 0 none */
     const char *content, *rc, *rs, *refusal, *finish;
     struct tool tool[MAXTOOL];
     unsigned    ntool;
@@ -676,6 +684,9 @@ enum {
     K_INDEX = 32, K_DELTA = 64, K_FINISH = 128, K_MESSAGE = 256,
 };
 
+enum { T_DELTA = 1, T_MESSAGE = 2 };
+
+/* the members of the choice's delta, or of its message (a body) */
 static int fn_delta(struct cur *c, const struct key *k, void *ctx)
 {
     struct choice *ch = ctx;
@@ -702,9 +713,21 @@ static int fn_choice(struct cur *c, const struct key *k, void *ctx)
     if (IS(k, "index"))
         return once(&ch->seen, K_INDEX) ? -1 : val_count(c, &ch->index);
     if (IS(k, "delta")) {
-        if (once(&ch->seen, K_DELTA) || peek(c) != '{')
-            return -1;          /* not an object: "message" decides */
-        ch->has_delta = 1;
+        if (once(&ch->seen, K_DELTA))
+            return -1;
+        if (peek(c) != '{')
+            return 1;           /* not an object: "message" decides */
+        if (ch->text != 0)
+            return -1;          /* a message read before it: the delta wins */
+        ch->text = T_DELTA;
+        return object(c, fn_delta, ch);
+    }
+    if (IS(k, "message")) {
+        if (once(&ch->seen, K_MESSAGE))
+            return -1;
+        if (ch->text != 0 || peek(c) != '{')
+            return 1;           /* a delta object wins; not an object: none */
+        ch->text = T_MESSAGE;
         return object(c, fn_delta, ch);
     }
     if (IS(k, "finish_reason"))
@@ -712,7 +735,7 @@ static int fn_choice(struct cur *c, const struct key *k, void *ctx)
     return 1;
 }
 
-/* one element of choices: an object with a delta */
+/* one element of choices: an object with a delta or a message object */
 static int choice_elem(struct cur *c, void *ctx)
 {
     struct chunk *k = ctx;
@@ -723,7 +746,7 @@ static int choice_elem(struct cur *c, void *ctx)
     ch = &k->ch[k->nch++];
     memset(ch, 0, sizeof(*ch));
     ch->index = -1;
-    return object(c, fn_choice, ch) != 0 || !ch->has_delta ? -1 : 0;
+    return object(c, fn_choice, ch) != 0 || ch->text == 0 ? -1 : 0;
 }
 
 static int choices(struct cur *c, struct chunk *k)
@@ -860,8 +883,15 @@ static int fn_root(struct cur *c, const struct key *key, void *ctx)
         k->has_usage = 1;
         return object(c, fn_usage, &u);
     }
-    if (IS(key, "error") || IS(key, "timings"))
-        return -1;              /* rare and rich: cJSON's path */
+    if (IS(key, "error")) {
+        /* null: no error (tt_dec_generic_error); a null is fixed bytes in a
+         * kept shape, so a later error object is not read by the shape */
+        if (once(&rc->seen, 8) || peek(c) != 'n')
+            return -1;          /* rare and rich: cJSON's path */
+        return 1;
+    }
+    if (IS(key, "timings"))
+        return -1;
     return 1;
 }
 
@@ -1038,11 +1068,14 @@ static void chunk_init(struct chunk *k)
     k->rsn_d = k->cached_d = -1;
 }
 
+/* the event at <data> into <k>, its strings into <scratch> (<cap> bytes);
+ * <m> the response's memo, or NULL (a body: none); 0, or -1 to give up */
 static int scan(const char *data, size_t len, struct chunk *k, char *scratch,
-                struct tt_fast_memo *m, unsigned *hits, unsigned *shape_hits)
+                size_t cap, struct tt_fast_memo *m, unsigned *hits,
+                unsigned *shape_hits)
 {
     struct holes hs;            /* h[] is written before it is read */
-    struct cur c = { data, data + len, scratch, scratch + SCRATCH, 0, NULL };
+    struct cur c = { data, data + len, scratch, scratch + cap, 0, NULL };
     struct rootctx rc = { k, 0, data, NULL, NULL };
 
     int pre;
@@ -1102,23 +1135,40 @@ static int64_t detail(int64_t v)
 
 int tt_dec_openai_chat_fast(struct tt_stream *st, const char *data, size_t len)
 {
-    char scratch[SCRATCH];
+    char stack[SCRATCH], *scratch = stack;
+    struct tt_fast_memo *m = NULL;
     struct chunk k;
     unsigned i, t;
+    int rc;
 
-    if (!tt_stream_fast || len >= SCRATCH)
+    if (!tt_stream_fast)
         return -1;
-    if (st->memo == NULL) {
-        /* once per response; not zeroed (some 1,300 bytes): it is read
-         * only up to len and slen, which memo_keep() and shape_keep() set */
-        st->memo = malloc(sizeof(*st->memo));
-        if (st->memo != NULL) {
-            st->memo->len = st->memo->slen = 0;
-            st->memo->has_model = st->memo->whole = 0;
+    if (!tt_dec_streaming(st)) {
+        /* a whole body: no memo; its strings, unescaped, take at most
+         * its bytes (each string's quotes make room for its NUL) */
+        if (len >= SCRATCH && (scratch = malloc(len + 1)) == NULL)
+            return -1;
+    } else {
+        if (len >= SCRATCH)
+            return -1;
+        if (st->memo == NULL) {
+            /* once per response; not zeroed (some 1,300 bytes): it is read
+             * only up to len and slen, which memo_keep() and shape_keep() set */
+            st->memo = malloc(sizeof(*st->memo));
+            if (st->memo != NULL) {
+                st->memo->len = st->memo->slen = 0;
+                st->memo->has_model = st->memo->whole = 0;
+            }
         }
+        m = st->memo;
     }
-    if (scan(data, len, &k, scratch, st->memo, &st->memo_hits, &st->shape_hits) != 0)
+    rc = scan(data, len, &k, scratch, scratch == stack ? SCRATCH : len + 1, m,
+              &st->memo_hits, &st->shape_hits);
+    if (rc != 0) {
+        if (scratch != stack)
+            free(scratch);
         return -1;
+    }
 
     /* what openai_event() does with the tree, in its order */
     tt_think_begin(&st->th, st->now);
@@ -1149,5 +1199,7 @@ int tt_dec_openai_chat_fast(struct tt_stream *st, const char *data, size_t len)
                                                     ? k.ch[0].index : 0));
     }
     tt_think_end_event(&st->th);
+    if (scratch != stack)
+        free(scratch);
     return 0;
 }

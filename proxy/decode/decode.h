@@ -34,8 +34,8 @@ struct tt_decoder {
     unsigned done:1;        /* "data: [DONE]" is that marker */
     unsigned ndjson:1;      /* a stream without Content-Type is NDJSON */
     /* optional: the same reports as event() straight from the event's
-     * bytes (no tree), think_begin/end included; 0, or -1 (nothing
-     * reported) when the event is not one it reads with certainty */
+     * (or the whole body's) bytes (no tree), think_begin/end included; 0,
+     * or -1 (nothing reported) when it is not one it reads with certainty */
     int (*fast)(struct tt_stream *st, const char *data, size_t len);
 };
 
@@ -83,7 +83,7 @@ struct tt_stream {
     unsigned                 timings_parts; /* llama.cpp timings objects seen */
     int64_t                  max_index; /* highest choice index seen, -1 none */
     int                      err_code;  /* numeric code of the first error object */
-    unsigned                 fast_events; /* events read by dec->fast (tests) */
+    unsigned                 fast_events; /* events (or a body) read by dec->fast (tests) */
     unsigned                 memo_hits;   /* of those, resumed after a known prefix */
     unsigned                 shape_hits;  /* of those, read by the known shape */
     struct tt_fast_memo     *memo;      /* owned: dec->fast's prefix memo, or NULL */

@@ -16,8 +16,8 @@
  *   body bytes --> sse.c / ndjson.c / bounded JSON body
  *                     |  one event (data payload / line / whole body)
  *                     v
- *              decoder->fast() when it reads the event with certainty,
- *              else tt_json_parse() (arena, jsonarena.c)
+ *              decoder->fast() when it reads the event (or the body)
+ *              with certainty, else tt_json_parse() (arena, jsonarena.c)
  *                     |  cJSON tree
  *                     v
  *              decoder->event()  --> tt_dec_answer / _reasoning / _tool,
@@ -374,6 +374,10 @@ static void parse_body(struct tt_stream *st)
 
     if (st->body_over || st->body_len == 0)
         return;
+    if (st->dec->fast != NULL && st->dec->fast(st, st->body, st->body_len) == 0) {
+        st->fast_events++;  /* read without a tree (see dec_openai_fast.c) */
+        return;
+    }
     root = tt_json_parse(st->body, st->body_len);
     if (root == NULL) {
         st->r->s.parse_errors++;

@@ -7,8 +7,10 @@
  * chat fixtures after thousands of random mutations (bytes replaced,
  * inserted, removed), and a list of hand-written edge cases (duplicate
  * keys, escapes, odd numbers, usage variants, tool calls, trailing bytes).
- * Also checks the fast path does take the common chunks (instruction counts
- * mean nothing if it silently always falls back).
+ * The same for non-streaming bodies (a chat.completion read whole): the
+ * common bodies, edge cases, bodies past the stack scratch, mutations.
+ * Also checks the fast path does take the common chunks and bodies
+ * (instruction counts mean nothing if it silently always falls back).
  *
  * Fixtures: $TT_FIXTURES, else ../shared/fixtures/streams (relative to the
  * repository root, where tests run).  Missing fixtures skip those tests.
@@ -534,6 +536,40 @@ static void test_shape_belongs_to_its_prefix(void **state)
     events_stream(ev, 3, "prefix change");
 }
 
+/* "error": null is read by the fast path (no error); a later chunk whose
+ * error is set must not be read by the shape kept from the null one */
+static void test_error_null_then_set(void **state)
+{
+    static const char *const fmt[] = {
+        "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}],\"error\":%s}",
+        "{\"error\":%s,\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}]}",
+    };
+    static const char *const set[] = {
+        "{\"message\":\"boom\"}", "true", "false", "\"text\"", "0", "nul", "[]",
+    };
+    size_t i, j;
+
+    (void)state;
+    for (i = 0; i < sizeof(fmt) / sizeof(fmt[0]); i++)
+        for (j = 0; j < sizeof(set) / sizeof(set[0]); j++) {
+            char ev[4][256];
+            const char *p[4] = { ev[0], ev[1], ev[2], ev[3] };
+            unsigned e;
+
+            for (e = 0; e < 4; e++) {
+                char tok[8];
+                const char *err = e == 2 ? set[j] : e == 3 && j == 2 ? "true" : "null";
+
+                snprintf(tok, sizeof(tok), "t%u", e);
+                if (i == 0)
+                    snprintf(ev[e], sizeof(ev[e]), fmt[i], tok, err);
+                else
+                    snprintf(ev[e], sizeof(ev[e]), fmt[i], err, tok);
+            }
+            events_stream(p, 4, ev[2]);
+        }
+}
+
 /* a new OpenAI chat stream for <r>, fed <buf> whole */
 static struct tt_stream *fed_stream(struct tt_request *r, const char *buf, size_t len)
 {
@@ -933,6 +969,298 @@ static void test_usage_per_choice_vs_repeated(void **state)
 #undef CASE
 }
 
+/* ------------------------------------------------------------------ */
+/* non-streaming bodies (a chat.completion read whole)                  */
+
+/* <json> as a whole application/json body, both paths, whole and split */
+static void one_body(const char *json, size_t n, const char *what)
+{
+    int mode;
+
+    for (mode = 0; mode < 3; mode++)
+        compare("application/json", json, n, mode, what);
+}
+
+/* the body read by the fast path (1) or left to cJSON (0) */
+static int body_fast(const char *json, size_t n)
+{
+    struct tt_request r;
+    struct tt_stream *st;
+    unsigned fast;
+
+    tt_request_init(&r);
+    st = tt_stream_new(&r, TT_API_OPENAI_CHAT, "application/json", TT_THINK_AUTO);
+    assert_non_null(st);
+    tt_stream_feed(st, json, n, 5);
+    tt_stream_end(st, 1, 10);
+    fast = st->fast_events;
+    tt_stream_free(st);
+    tt_request_reset(&r);
+    return fast == 1;
+}
+
+#define CC_HEAD "{\"id\":\"chatcmpl-9\",\"object\":\"chat.completion\",\"created\":1786479604," \
+    "\"model\":\"org/m\",\"choices\":["
+#define CC_TAIL "],\"usage\":{\"prompt_tokens\":19,\"total_tokens\":46,\"completion_tokens\":27}}"
+
+/*
+ * The bodies servers send (the sim's, OpenAI's, vLLM's, SGLang's,
+ * DeepSeek's, llama.cpp's without timings) are read by the fast path, as
+ * cJSON reads them: the figures in bench/README.md mean nothing if it
+ * silently always fell back.
+ */
+static void test_body_fast_path_taken(void **state)
+{
+    static const char *const bodies[] = {
+        /* tokentap-sim */
+        "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":1786479604,\"model\":\"sim\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"tok0 tok1\"},\"logprobs\":null,\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":2,\"total_tokens\":10}}",
+        /* OpenAI: refusal, annotations, details, service_tier */
+        "{\"id\":\"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT\",\"object\":\"chat.completion\",\"created\":1741569952,\"model\":\"gpt-4.1-2025-04-14\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"Hello! How can I assist you today?\",\"refusal\":null,\"annotations\":[]},\"logprobs\":null,\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":19,\"completion_tokens\":10,\"total_tokens\":29,\"prompt_tokens_details\":{\"cached_tokens\":0,\"audio_tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":0,\"audio_tokens\":0,\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}},\"service_tier\":\"default\",\"system_fingerprint\":null}",
+        /* OpenAI: tool calls */
+        "{\"id\":\"chatcmpl-2\",\"object\":\"chat.completion\",\"created\":1741569952,\"model\":\"gpt-4.1\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"location\\\":\\\"Paris, France\\\"}\"}},{\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":\"{}\"}}],\"refusal\":null,\"annotations\":[]},\"logprobs\":null,\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":82,\"completion_tokens\":17,\"total_tokens\":99}}",
+        /* OpenAI: a refusal */
+        "{\"id\":\"chatcmpl-3\",\"object\":\"chat.completion\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,\"refusal\":\"I'm sorry, I can't help with that.\"},\"logprobs\":null,\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9,\"total_tokens\":14}}",
+        /* vLLM: reasoning_content, nulls, prompt_logprobs, kv_transfer_params */
+        "{\"id\":\"chatcmpl-4\",\"object\":\"chat.completion\",\"created\":1786479604,\"model\":\"Qwen/Qwen3-8B\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"reasoning_content\":\"Let me think.\\nOkay.\",\"content\":\"\\n\\nThe answer is 4.\",\"tool_calls\":[]},\"logprobs\":null,\"finish_reason\":\"stop\",\"stop_reason\":null}],\"usage\":{\"prompt_tokens\":12,\"total_tokens\":40,\"completion_tokens\":28,\"prompt_tokens_details\":null},\"prompt_logprobs\":null,\"kv_transfer_params\":null}",
+        /* vLLM: reasoning (newer), function_call null */
+        "{\"id\":\"chatcmpl-5\",\"object\":\"chat.completion\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"4\",\"refusal\":null,\"annotations\":null,\"audio\":null,\"function_call\":null,\"tool_calls\":[],\"reasoning\":\"2+2\"},\"logprobs\":null,\"finish_reason\":\"stop\",\"stop_reason\":null,\"token_ids\":null}],\"service_tier\":null,\"system_fingerprint\":null,\"usage\":{\"prompt_tokens\":3,\"total_tokens\":6,\"completion_tokens\":3,\"prompt_tokens_details\":null},\"prompt_logprobs\":null,\"prompt_token_ids\":null,\"kv_transfer_params\":null}",
+        /* SGLang: matched_stop, reasoning_tokens at the top of usage */
+        "{\"id\":\"6\",\"object\":\"chat.completion\",\"created\":1786479604,\"model\":\"default\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"Hi\",\"reasoning_content\":null,\"tool_calls\":null},\"logprobs\":null,\"finish_reason\":\"stop\",\"matched_stop\":151645}],\"usage\":{\"prompt_tokens\":9,\"total_tokens\":11,\"completion_tokens\":2,\"prompt_tokens_details\":null,\"reasoning_tokens\":0},\"metadata\":{\"weight_version\":\"default\"}}",
+        /* DeepSeek: prompt_cache_hit_tokens */
+        "{\"id\":\"7\",\"object\":\"chat.completion\",\"created\":1,\"model\":\"deepseek-reasoner\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"9.11 < 9.8\",\"reasoning_content\":\"Compare.\"},\"logprobs\":null,\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":14,\"completion_tokens\":300,\"total_tokens\":314,\"prompt_tokens_details\":{\"cached_tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":250},\"prompt_cache_hit_tokens\":0,\"prompt_cache_miss_tokens\":14},\"system_fingerprint\":\"fp_1\"}",
+        /* llama.cpp without timings, keys in its order */
+        "{\"choices\":[{\"finish_reason\":\"length\",\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"a b c\"}}],\"created\":1796110334,\"model\":\"x.gguf\",\"system_fingerprint\":\"b10587\",\"object\":\"chat.completion\",\"usage\":{\"completion_tokens\":3,\"prompt_tokens\":4,\"total_tokens\":7},\"id\":\"chatcmpl-8\"}\n",
+        /* n = 2 */
+        CC_HEAD "{\"index\":0,\"message\":{\"content\":\"a\"},\"finish_reason\":\"stop\"},{\"index\":1,\"message\":{\"content\":\"b\"},\"finish_reason\":\"length\"}" CC_TAIL,
+        /* think tags inline */
+        CC_HEAD "{\"index\":0,\"message\":{\"content\":\"<think>hm</think>yes\"},\"finish_reason\":\"stop\"}" CC_TAIL,
+        /* "error": null */
+        CC_HEAD "{\"index\":0,\"message\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}],\"error\":null,\"x\":[" CC_TAIL,
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        if (!body_fast(bodies[i], strlen(bodies[i])))
+            fail_msg("not read by the fast path: %s", bodies[i]);
+        one_body(bodies[i], strlen(bodies[i]), bodies[i]);
+    }
+}
+
+/*
+ * Bodies at the edges: text from the message or the delta (whichever the
+ * tree code takes), duplicate keys, escapes and \u escapes cJSON cuts,
+ * unknown members, numbers of every kind, more choices and tool calls
+ * than the scanner keeps, errors, timings, trailing bytes; each read the
+ * same by both paths.
+ */
+static void test_body_edge_cases(void **state)
+{
+    static const char *const choices[] = {
+        "{\"index\":0,\"message\":{\"content\":\"a\",\"content\":\"b\"},\"finish_reason\":\"stop\"}",
+        "{\"index\":0,\"message\":{\"content\":\"a\"},\"message\":{\"content\":\"b\"}}",
+        "{\"index\":0,\"message\":{\"content\":\"m\"},\"delta\":{\"content\":\"d\"}}",
+        "{\"index\":0,\"delta\":{\"content\":\"d\"},\"message\":{\"content\":\"m\"}}",
+        "{\"index\":0,\"delta\":null,\"message\":{\"content\":\"m\"}}",
+        "{\"index\":0,\"message\":{\"content\":\"m\"},\"delta\":\"x\"}",
+        "{\"index\":0,\"message\":null,\"finish_reason\":\"stop\"}",
+        "{\"index\":0,\"message\":\"text\",\"finish_reason\":\"stop\"}",
+        "{\"index\":0,\"finish_reason\":\"stop\"}",
+        "{\"index\":0,\"text\":\"completion text\",\"finish_reason\":\"stop\"}",
+        "{\"index\":0,\"message\":{},\"finish_reason\":null}",
+        "{\"index\":0,\"message\":{\"content\":\"\"},\"finish_reason\":\"\"}",
+        "{\"index\":0,\"message\":{\"content\":\"a\\n\\\"b\\\\c\\/d\\te\\bf\\fg\\r\"},\"finish_reason\":\"stop\"}",
+        "{\"index\":0,\"message\":{\"content\":\"\\u00e9\\u20ac\\ud83d\\ude00\\u0001\\uFFFF\"}}",
+        "{\"index\":0,\"message\":{\"content\":\"cut\\u0000here\"}}",
+        "{\"index\":0,\"message\":{\"content\":\"lone \\ud83d here\"}}",
+        "{\"index\":0,\"message\":{\"content\":\"lone \\ude00 here\"}}",
+        "{\"index\":0,\"message\":{\"content\":\"bad \\u00g0 hex\"}}",
+        "{\"index\":0,\"message\":{\"content\":\"bad \\x escape\"}}",
+        "{\"index\":0,\"message\":{\"content\":\"raw\ttab\"}}",
+        "{\"index\":0,\"message\":{\"con\\u0074ent\":\"u\"}}",
+        "{\"index\":0,\"message\":{\"cont\\nent\":\"u\",\"content\":\"c\"}}",
+        "{\"index\":0,\"message\":{\"reasoning_content\":\"rc\",\"reasoning\":\"r\",\"content\":\"c\"}}",
+        "{\"index\":0,\"message\":{\"reasoning_content\":\"\",\"reasoning\":\"r\",\"content\":\"c\"}}",
+        "{\"index\":0,\"message\":{\"reasoning_content\":null,\"reasoning\":7}}",
+        "{\"index\":0,\"message\":{\"refusal\":\"no\",\"content\":null}}",
+        "{\"index\":0,\"message\":{\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}]}}",
+        "{\"index\":0,\"message\":{\"tool_calls\":[1,\"x\",{\"function\":null},{\"function\":{\"name\":7}}]}}",
+        "{\"index\":0,\"message\":{\"tool_calls\":[{\"function\":{\"name\":\"a\"}},{\"function\":{\"name\":\"b\"}},{\"function\":{\"name\":\"c\"}},{\"function\":{\"name\":\"d\"}},{\"function\":{\"name\":\"e\"}}]}}",
+        "{\"index\":0,\"message\":{\"tool_calls\":[{\"function\":{\"name\":\"a\",\"name\":\"b\"}}]}}",
+        "{\"index\":0,\"message\":{\"tool_calls\":[{\"function\":{\"name\":\"a\"},\"function\":{\"name\":\"b\"}}]}}",
+        "{\"index\":0,\"message\":{\"tool_calls\":{\"function\":{\"name\":\"f\"}}}}",
+        "{\"index\":0,\"message\":{\"function_call\":{\"name\":\"f\",\"arguments\":\"{}\"}}}",
+        "{\"index\":0,\"message\":{\"function_call\":null,\"content\":\"c\"}}",
+        "{\"index\":1.0,\"message\":{\"content\":\"x\"}}",
+        "{\"index\":-1,\"message\":{\"content\":\"x\"}}",
+        "{\"index\":\"2\",\"message\":{\"content\":\"x\"}}",
+        "{\"index\":1234567890123456789,\"message\":{\"content\":\"x\"}}",
+        "{\"index\":3,\"message\":{\"content\":\"x\"},\"finish_reason\":\"stop\"},{\"message\":{\"content\":\"y\"},\"finish_reason\":\"length\"}",
+        "{\"index\":0,\"message\":{\"content\":\"a\"}},{\"index\":1,\"message\":{\"content\":\"b\"}},{\"index\":2,\"message\":{\"content\":\"c\"}},{\"index\":3,\"message\":{\"content\":\"d\"}},{\"index\":4,\"message\":{\"content\":\"e\"}}",
+        "{\"index\":0,\"message\":{\"content\":\"a\"},\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":-0.0012,\"bytes\":[97],\"top_logprobs\":[]}]}}",
+        "{\"index\":0,\"message\":{\"content\":\"a\",\"x\":{\"k\":[1,-2.5e3,true,false,null,{},[]]}}}",
+    };
+    static const char *const bodies[] = {
+        "{\"model\":\"a\",\"model\":\"b\",\"choices\":[{\"index\":0,\"message\":{\"content\":\"x\"}}]}",
+        "{\"choices\":[{\"index\":0,\"message\":{\"content\":\"x\"}}],\"choices\":[]}",
+        "{\"choices\":{\"index\":0}}",
+        "{\"choices\":null,\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":7}}",
+        "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":7}}",
+        "{\"usage\":{\"prompt_tokens\":5.5,\"completion_tokens\":7}}",
+        "{\"usage\":{\"prompt_tokens\":null,\"completion_tokens\":\"7\"}}",
+        "{\"usage\":{\"prompt_tokens\":1,\"prompt_tokens\":2}}",
+        "{\"usage\":{\"completion_tokens_details\":null,\"reasoning_tokens\":4,\"prompt_tokens_details\":{},\"prompt_cache_hit_tokens\":1}}",
+        "{\"usage\":{\"completion_tokens_details\":{\"reasoning_tokens\":null},\"reasoning_tokens\":4}}",
+        "{\"usage\":null,\"choices\":[{\"index\":0,\"message\":{\"content\":\"c\"}}]}",
+        "{\"error\":{\"message\":\"boom\",\"type\":\"invalid_request_error\",\"code\":400}}",
+        "{\"error\":null,\"error\":{\"message\":\"boom\"},\"choices\":[]}",
+        "{\"error\":false,\"choices\":[]}",
+        "{\"error\":\"text\",\"choices\":[]}",
+        "{\"choices\":[],\"timings\":{\"prompt_n\":3}}",
+        "{\"choices\":[{\"index\":0,\"message\":{\"content\":\"c\"},\"finish_reason\":\"stop\"}]} x",
+        "{\"choices\":[{\"index\":0,\"message\":{\"content\":\"c\"},\"finish_reason\":\"stop\"}]}  \r\n",
+        "\xef\xbb\xbf{\"choices\":[{\"index\":0,\"message\":{\"content\":\"bom\"}}]}",
+        " \n {\"choices\":[{\"index\":0,\"message\":{\"content\":\"c\"},\"finish_reason\":7}]}",
+        "{\"choices\":[{\"index\":0,\"message\":{\"content\":\"c\"}}],}",
+        "{\"choices\":[{\"index\":0,\"message\":{\"content\":\"c\"}}]",
+        "{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
+        "{\"stop\":true,\"content\":\"llama native\"}",
+        "[{\"choices\":[{\"index\":0,\"message\":{\"content\":\"c\"}}]}]",
+        "\"just a string\"",
+        "{}",
+        "",
+        "   ",
+        "null",
+    };
+    static const char *const nums[] = {
+        "0", "-0", "7", "1796513334704321662", "-1796513334704321662", "0.5", "-1.5e-7",
+        "1E+300", "1e400", "-0.0e0", "123456789012345", "1234567890123456",
+        "123456789012345678901234567890", "01", "1.", "-", "1e", "+1", ".5", "NaN",
+        "12345678901234567890123456789012345678901",
+    };
+    char b[1024];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(choices) / sizeof(choices[0]); i++) {
+        snprintf(b, sizeof(b), CC_HEAD "%s" CC_TAIL, choices[i]);
+        one_body(b, strlen(b), b);
+    }
+    for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
+        one_body(bodies[i], strlen(bodies[i]), bodies[i]);
+    for (i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+        /* a skipped number, the index, every count */
+        snprintf(b, sizeof(b), CC_HEAD "{\"index\":0,\"message\":{\"content\":\"a\"}}],\"t\":%s}",
+                 nums[i]);
+        one_body(b, strlen(b), b);
+        snprintf(b, sizeof(b), "{\"choices\":[{\"index\":%s,\"message\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":%s,\"completion_tokens\":%s,\"reasoning_tokens\":%s,\"prompt_cache_hit_tokens\":%s}}",
+                 nums[i], nums[i], nums[i], nums[i], nums[i]);
+        one_body(b, strlen(b), b);
+        snprintf(b, sizeof(b), "{\"choices\":[],\"usage\":{\"completion_tokens_details\":{\"reasoning_tokens\":%s},\"prompt_tokens_details\":{\"cached_tokens\":%s}}}",
+                 nums[i], nums[i]);
+        one_body(b, strlen(b), b);
+    }
+}
+
+/* bodies longer than the stack scratch: the strings go to one as large as
+ * the body, escapes and all */
+static void test_body_large(void **state)
+{
+    static const char *const pieces[] = {
+        "word ", "\\n", "\\\"q\\\" ", "\\u00e9", "\\ud83d\\ude00", "\\\\", "\xc3\xa9",
+    };
+    size_t sizes[] = { 4000, 4095, 4096, 5000, 70000, 300000 };
+    size_t i, k;
+
+    (void)state;
+    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        for (k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++) {
+            size_t cap = sizes[i] + 512, o, pl = strlen(pieces[k]);
+            char *b = malloc(cap);
+
+            assert_non_null(b);
+            o = (size_t)sprintf(b, CC_HEAD "{\"index\":0,\"message\":{\"reasoning_content\":\"");
+            while (o + pl + 256 < sizes[i]) {
+                memcpy(b + o, pieces[k], pl);
+                o += pl;
+            }
+            o += (size_t)sprintf(b + o, "\",\"content\":\"%s end\"},\"finish_reason\":\"stop\"}" CC_TAIL,
+                                 pieces[k]);
+            if (!body_fast(b, o))
+                fail_msg("a body of %zu bytes not read by the fast path", o);
+            compare("application/json", b, o, 0, "a large body");
+            compare("application/json", b, o, 7, "a large body");
+            free(b);
+        }
+}
+
+/* a body mutated at random (bytes replaced, inserted, removed) */
+static void mutate_body(const char *body, size_t n, uint32_t *seed, unsigned per)
+{
+    static const char alphabet[] = "\"\\{}[],:0123456789-+.eEnultrfsa \t\n\x01\xc3\xa9u/";
+    char *ev = malloc(n + 8);
+    unsigned k;
+
+    assert_non_null(ev);
+    for (k = 0; k < per; k++) {
+        size_t m = n, pos, j, edits = 1 + rng(seed) % 3;
+
+        memcpy(ev, body, n);
+        for (j = 0; j < edits && m > 0; j++) {
+            char c = alphabet[rng(seed) % (sizeof(alphabet) - 1)];
+            pos = rng(seed) % m;
+            switch (rng(seed) % 3) {
+            case 0:
+                ev[pos] = c;
+                break;
+            case 1:
+                memmove(ev + pos + 1, ev + pos, m - pos);
+                ev[pos] = c;
+                m++;
+                break;
+            default:
+                memmove(ev + pos, ev + pos + 1, m - pos - 1);
+                m--;
+                break;
+            }
+        }
+        compare("application/json", ev, m, 0, "mutated body");
+    }
+    free(ev);
+}
+
+static void test_body_mutations(void **state)
+{
+    static const char *const bodies[] = {
+        CC_HEAD "{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"tok\\n0\",\"reasoning_content\":\"r\\u00e9\",\"refusal\":null},\"logprobs\":null,\"finish_reason\":\"stop\"}" CC_TAIL,
+        CC_HEAD "{\"index\":0,\"message\":{\"content\":null,\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}]},\"finish_reason\":\"tool_calls\"},{\"index\":1,\"message\":{\"refusal\":\"no\"},\"finish_reason\":\"stop\"}" CC_TAIL,
+        "{\"id\":\"x\",\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"reasoning\":\"r\",\"content\":\"c\"},\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"completion_tokens_details\":{\"reasoning_tokens\":1},\"prompt_tokens_details\":{\"cached_tokens\":2},\"prompt_cache_hit_tokens\":5},\"error\":null}",
+    };
+    static const char *const files[] = {
+        "llamacpp-b10587-chat-nonstream-reasoning_content.json",
+    };
+    uint32_t seed = 777;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        if (!body_fast(bodies[i], strlen(bodies[i])))
+            fail_msg("not read by the fast path: %s", bodies[i]);
+        mutate_body(bodies[i], strlen(bodies[i]), &seed, 3000);
+    }
+    if (!fixtures_present())
+        return;
+    for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        size_t len;
+        char *buf = read_fixture(files[i], &len);
+
+        if (buf == NULL)
+            fail_msg("fixture %s missing from %s", files[i], fixture_dir());
+        mutate_body(buf, len, &seed, 1000);
+        free(buf);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -945,8 +1273,13 @@ int main(void)
         cmocka_unit_test(test_shape_belongs_to_its_prefix),
         cmocka_unit_test(test_shape_not_kept),
         cmocka_unit_test(test_stable_holes),
+        cmocka_unit_test(test_error_null_then_set),
         cmocka_unit_test(test_fixtures_both_paths),
         cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_body_fast_path_taken),
+        cmocka_unit_test(test_body_edge_cases),
+        cmocka_unit_test(test_body_large),
+        cmocka_unit_test(test_body_mutations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
