@@ -30,19 +30,16 @@
 # CG_REP=1 and CG_CLEARS=1 count them as callgrind otherwise would.
 set -u
 
-B=${1:-build}
-case $B in /*) ;; *) B=$(pwd)/$B ;; esac
-TT=${2:-$B/tokentap}
-case $TT in /*) ;; *) TT=$(pwd)/$TT ;; esac
 R=$(pwd)
+# shellcheck source=bench/cg_lib.sh
+. "$R/bench/cg_lib.sh"
+cg_binaries "$@"
 K1=${CG_K1:-2}
 K2=${CG_K2:-8}
 GAP=${CG_GAP:-10}
 TOKENS=${CG_TOKENS:-100}
 FX=$R/../shared/fixtures/streams
 # copies as vector loops, ring slot clears not counted (CG_REP, CG_CLEARS)
-# shellcheck source=bench/cg_lib.sh
-. "$R/bench/cg_lib.sh"
 cg_setup
 T=$(mktemp -d /tmp/tokentap-cg.XXXXXX)
 SIMPID=""

@@ -2,6 +2,15 @@
 # Shared by the bench scripts (sourced, not run): how a
 # proxy is counted under callgrind.
 #
+# cg_binaries BUILD_DIR [TOKENTAP_BINARY]: B and TT, absolute (the
+# scripts' two arguments, build by default)
+cg_binaries() {
+    B=${1:-build}
+    case $B in /*) ;; *) B=$(pwd)/$B ;; esac
+    TT=${2:-$B/tokentap}
+    case $TT in /*) ;; *) TT=$(pwd)/$TT ;; esac
+}
+
 # cg_setup: valgrind present, copies counted as vector loops, the windowed
 # metrics' slot clears left out of the count; sets TOGGLE (callgrind options
 # for tokentap) and exports GLIBC_TUNABLES.

@@ -49,6 +49,8 @@
 set -u
 
 R=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/cg_lib.sh
+. "$R/bench/cg_lib.sh"
 
 # ---- the tables, from CG lines (also bench/run.sh's summary) -----------------
 summary() { # FILE...
@@ -120,10 +122,7 @@ if [ "${1:-}" = --summary ]; then
     exit
 fi
 
-B=${1:-build}
-case $B in /*) ;; *) B=$(pwd)/$B ;; esac
-TT=${2:-$B/tokentap}
-case $TT in /*) ;; *) TT=$(pwd)/$TT ;; esac
+cg_binaries "$@"
 K1=${COST_K1:-2}
 K2=${COST_K2:-32}
 SK2=${COST_STREAM_K2:-8}
@@ -133,8 +132,6 @@ GOODPUT="ttft:500 itl:50"
 for f in "$TT" "$B/tokentap-sim"; do
     [ -x "$f" ] || { echo "cost: $f missing (run make first)" >&2; exit 1; }
 done
-# shellcheck source=bench/cg_lib.sh
-. "$R/bench/cg_lib.sh"
 cg_setup
 
 T=$(mktemp -d /tmp/tokentap-cost.XXXXXX)

@@ -22,19 +22,16 @@
 # PS_R1 (2) and PS_R2 (12) set the repeats, PS_SHAPES the shapes.
 set -u
 
-B=${1:-build}
-case $B in /*) ;; *) B=$(pwd)/$B ;; esac
-TT=${2:-$B/tokentap}
-case $TT in /*) ;; *) TT=$(pwd)/$TT ;; esac
 R=$(pwd)
+# shellcheck source=bench/cg_lib.sh
+. "$R/bench/cg_lib.sh"
+cg_binaries "$@"
 FX=${TT_FIXTURES:-$R/../shared/fixtures/streams}/vllm-0.24-chat-include_usage.sse
 R1=${PS_R1:-2}
 R2=${PS_R2:-12}
 GAP=${PS_GAP:-20}
 SHAPES=${PS_SHAPES:-common int19 negint float obfusc escapes nested reorder inner mix}
 [ -f "$FX" ] || { echo "proxy_shapes: $FX missing (fixtures not present)" >&2; exit 0; }
-# shellcheck source=bench/cg_lib.sh
-. "$R/bench/cg_lib.sh"
 cg_setup
 T=$(mktemp -d /tmp/tokentap-ps.XXXXXX)
 SIMPID=""

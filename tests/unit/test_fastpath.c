@@ -293,10 +293,38 @@ static void test_edge_cases(void **state)
         one_event(cases[i], strlen(cases[i]), cases[i]);
 }
 
+/* <src> (<n> bytes) copied to <ev> (room for n + 3) with one to three
+ * bytes replaced, inserted or removed at random; the new length */
+static size_t mutate(char *ev, const char *src, size_t n, uint32_t *seed)
+{
+    static const char alphabet[] = "\"\\{}[],:0123456789-+.eEnultrfsa \t\n\x01\xc3\xa9u/";
+    size_t m = n, pos, j, edits = 1 + rng(seed) % 3;
+
+    memcpy(ev, src, n);
+    for (j = 0; j < edits && m > 0; j++) {
+        char c = alphabet[rng(seed) % (sizeof(alphabet) - 1)];
+        pos = rng(seed) % m;
+        switch (rng(seed) % 3) {
+        case 0:
+            ev[pos] = c;
+            break;
+        case 1:
+            memmove(ev + pos + 1, ev + pos, m - pos);
+            ev[pos] = c;
+            m++;
+            break;
+        default:
+            memmove(ev + pos, ev + pos + 1, m - pos - 1);
+            m--;
+            break;
+        }
+    }
+    return m;
+}
+
 /* the data payloads of an SSE file, one by one */
 static void mutate_events(const char *buf, size_t len, uint32_t *seed, unsigned per)
 {
-    static const char alphabet[] = "\"\\{}[],:0123456789-+.eEnultrfsa \t\n\x01\xc3\xa9u/";
     const char *p = buf, *end = buf + len;
 
     while (p < end) {
@@ -317,27 +345,8 @@ static void mutate_events(const char *buf, size_t len, uint32_t *seed, unsigned 
             continue;
         one_event(d, n, "unmutated");
         for (k = 0; k < per; k++) {
-            size_t m = n, pos, j, edits = 1 + rng(seed) % 3;
+            size_t m = mutate(ev, d, n, seed), j;
 
-            memcpy(ev, d, n);
-            for (j = 0; j < edits && m > 0; j++) {
-                char c = alphabet[rng(seed) % (sizeof(alphabet) - 1)];
-                pos = rng(seed) % m;
-                switch (rng(seed) % 3) {
-                case 0:
-                    ev[pos] = c;
-                    break;
-                case 1:
-                    memmove(ev + pos + 1, ev + pos, m - pos);
-                    ev[pos] = c;
-                    m++;
-                    break;
-                default:
-                    memmove(ev + pos, ev + pos + 1, m - pos - 1);
-                    m--;
-                    break;
-                }
-            }
             /* a newline would end the SSE line: keep the event one line */
             for (j = 0; j < m; j++)
                 if (ev[j] == '\n' || ev[j] == '\r')
@@ -1197,33 +1206,13 @@ static void test_body_large(void **state)
 /* a body mutated at random (bytes replaced, inserted, removed) */
 static void mutate_body(const char *body, size_t n, uint32_t *seed, unsigned per)
 {
-    static const char alphabet[] = "\"\\{}[],:0123456789-+.eEnultrfsa \t\n\x01\xc3\xa9u/";
     char *ev = malloc(n + 8);
     unsigned k;
 
     assert_non_null(ev);
     for (k = 0; k < per; k++) {
-        size_t m = n, pos, j, edits = 1 + rng(seed) % 3;
+        size_t m = mutate(ev, body, n, seed);
 
-        memcpy(ev, body, n);
-        for (j = 0; j < edits && m > 0; j++) {
-            char c = alphabet[rng(seed) % (sizeof(alphabet) - 1)];
-            pos = rng(seed) % m;
-            switch (rng(seed) % 3) {
-            case 0:
-                ev[pos] = c;
-                break;
-            case 1:
-                memmove(ev + pos + 1, ev + pos, m - pos);
-                ev[pos] = c;
-                m++;
-                break;
-            default:
-                memmove(ev + pos, ev + pos + 1, m - pos - 1);
-                m--;
-                break;
-            }
-        }
         compare("application/json", ev, m, 0, "mutated body");
     }
     free(ev);
