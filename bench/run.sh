@@ -397,9 +397,12 @@ if ! skip ttft; then
 fi
 
 if ! skip hold; then
-    # each proxied stream costs the proxy two descriptors (client + upstream);
-    # nginx needs some headroom beyond that (it fails at ~9,370 streams with 20,000)
-    HOLD=${BENCH_HOLD:-$(( (NOFILE - 2000) / 2 ))}
+    # each proxied stream costs tokentap three descriptors (the client, its
+    # duplicate that reads the delivery acknowledgements, the upstream) and
+    # nginx two; nginx needs some headroom beyond that (it fails at ~9,370
+    # streams with 20,000).  With two a stream, tokentap ran out at ~6,600
+    # of 9,000 and the streams it refused were counted as failed.
+    HOLD=${BENCH_HOLD:-$(( (NOFILE - 2000) / 3 ))}
     [ "$HOLD" -gt 10000 ] && HOLD=10000
     # fresh processes so that RSS before/after is about the held streams only
     kill "$tt_PID" "$ttrec_PID" "$ttshadow_PID" ${ttbase_PID:-} 2>/dev/null

@@ -1533,7 +1533,7 @@ static int may_still_send(struct tt_conn *c)
  * allocated once: its timer, its stage and, for a plain client, its
  * events and both buffers, which the next accepted socket takes over
  * (event_assign()).  An accept then allocates nothing, and a close frees
- * nothing (bench/README.md).  At most CONN_POOL_MAX objects (about 8 KiB
+ * nothing (bench/README.md).  At most CONN_POOL_MAX objects (about 4.5 KiB
  * each) outlive their connections.
  */
 #define CONN_POOL_MAX 64

@@ -303,17 +303,32 @@ static void copy_client_side(struct tt_request *d, const struct tt_request *s)
     d->bytes_in = s->bytes_in;
 }
 
+/*
+ * A shadow leg and the request it records, one allocation.  A primary leg
+ * is part of its client connection and records the connection's request,
+ * so the leg itself holds none (a request is 2.8 KiB: every held stream
+ * carried an unused one).
+ */
+struct shadow_leg {
+    struct tt_leg     leg;          /* first: a shadow's leg is its struct */
+    struct tt_request own;
+};
+
 struct tt_leg *tt_leg_new_shadow(struct tt_leg **chead, struct tt_worker *w,
                                  struct tt_target *t, const struct tt_request *r,
                                  unsigned seq, struct tt_pair *pair)
 {
-    struct tt_leg *l = calloc(1, sizeof(*l));
+    struct shadow_leg *sl = calloc(1, sizeof(*sl));
+    struct tt_leg *l;
+    struct tt_request *own;
 
-    if (l == NULL)
+    if (sl == NULL)
         return NULL;
+    l = &sl->leg;
+    own = &sl->own;
     if (leg_alloc(l, w, t) < 0) {
         tt_leg_fini(l);
-        free(l);
+        free(sl);
         return NULL;
     }
     l->shadow = 1;
@@ -325,13 +340,13 @@ struct tt_leg *tt_leg_new_shadow(struct tt_leg **chead, struct tt_worker *w,
         (*chead)->cprev = l;
     *chead = l;
     l->seq = seq;
-    l->req = &l->own;
-    tt_request_init(&l->own);
-    copy_client_side(&l->own, r);
-    l->own.upstream_name = t->name;
-    l->own.target_idx = t->idx;
-    l->own.shadow = 1;
-    l->own.pair = pair;
+    l->req = own;
+    tt_request_init(own);
+    copy_client_side(own, r);
+    own->upstream_name = t->name;
+    own->target_idx = t->idx;
+    own->shadow = 1;
+    own->pair = pair;
     l->full = atomic_fetch_add(&t->inflight, 1) >= t->sh->max_inflight;
     l->counted = 1;
     l->wnext = w->legs;
@@ -372,6 +387,8 @@ static void shadow_unlink_conn(struct tt_leg *l)
 static void shadow_free(struct tt_leg *l)
 {
     struct tt_worker *w = l->w;
+    struct shadow_leg *sl = (struct shadow_leg *)l;     /* its first member */
+    struct tt_request *own = &sl->own;
 
     shadow_unlink_conn(l);
     if (l->wprev)
@@ -383,14 +400,14 @@ static void shadow_free(struct tt_leg *l)
     w->nlegs--;
     if (l->counted)
         atomic_fetch_sub(&((struct tt_target *)l->t)->inflight, 1);
-    if (l->own.pair != NULL) {
+    if (own->pair != NULL) {
         /* not recorded (out of memory on the way): the pair still ends */
-        tt_pair_leg_gone(l->own.pair, l->t->idx);
-        l->own.pair = NULL;
+        tt_pair_leg_gone(own->pair, l->t->idx);
+        own->pair = NULL;
     }
     tt_leg_fini(l);
-    tt_request_reset(&l->own);
-    free(l);
+    tt_request_reset(own);
+    free(sl);
     tt_worker_conn_gone(w);
 }
 

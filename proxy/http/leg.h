@@ -124,8 +124,8 @@ struct tt_leg {
     struct evbuffer        *out;    /* owned: request bytes until connected */
     struct evbuffer        *replay; /* owned: what was sent on a reused connection,
                                      * until its first response byte (retry) */
-    struct tt_request      *req;    /* primary: the connection's; shadow: &own */
-    struct tt_request       own;
+    struct tt_request      *req;    /* primary: the connection's; shadow: the one
+                                     * allocated with it (leg.c, struct shadow_leg) */
     struct tt_stream       *stream; /* owned, per response */
     char                   *side;   /* owned: de-chunked body of the current read */
     struct tt_usagewire_out *inj;   /* primary, owned: --inject-usage's filtered
