@@ -317,7 +317,12 @@ parts() {
           for (i = 1; i <= n; i++) if (f ~ pat[i] && (!((i, f) in m) || $1 > m[i, f])) m[i, f] = $1 }
         END {
             for (k in m) { split(k, ix, SUBSEP); v[ix[1]] += m[k] }
-            for (i = 1; i <= n; i++) { printf "%10.0f  %s\n", v[i], names[i]; sum += v[i] }
+            # a part none of whose functions was seen (renamed, inlined):
+            # said, not silently counted as forwarding
+            for (k in m) { split(k, ix, SUBSEP); found[ix[1]] = 1 }
+            for (i = 1; i <= n; i++) {
+                printf "%10.0f  %s%s\n", v[i], names[i], (i in found) ? "" : " (no such function in the profile)"
+                sum += v[i] }
             if (total > 0) printf "%10.0f  forwarding and the rest (the total less the parts)\n%10.0f  total\n", total - sum, total
         }' "$T/prof.i"
 }

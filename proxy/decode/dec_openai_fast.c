@@ -686,6 +686,9 @@ enum {
 
 enum { T_DELTA = 1, T_MESSAGE = 2 };
 
+/* the root keys met (rootctx.seen, the memo's seen) */
+enum { R_MODEL = 1, R_CHOICES = 2, R_USAGE = 4, R_ERROR = 8 };
+
 /* the members of the choice's delta, or of its message (a body) */
 static int fn_delta(struct cur *c, const struct key *k, void *ctx)
 {
@@ -832,7 +835,7 @@ static int memo_keep(struct rootctx *rc, const struct key *key)
     m->seen = 0;
     m->has_model = 0;
     m->whole = 1;
-    if (changed || (rc->seen & ~1u) != 0 || len > PREFIX_BYTES)
+    if (changed || (rc->seen & ~(unsigned)R_MODEL) != 0 || len > PREFIX_BYTES)
         return 0;
     if (model != NULL) {
         size_t n = strlen(model);
@@ -856,7 +859,7 @@ static int fn_root(struct cur *c, const struct key *key, void *ctx)
     struct chunk *k = rc->k;
 
     if (IS(key, "model")) {
-        if (once(&rc->seen, 1))
+        if (once(&rc->seen, R_MODEL))
             return -1;
         ws(c);
         rc->mraw = c->p;
@@ -872,11 +875,11 @@ static int fn_root(struct cur *c, const struct key *key, void *ctx)
         } else if (rc->keep != NULL && c->log->base != rc->data) {
             c->log->base = NULL;   /* values before here not noted: no shape */
         }
-        return once(&rc->seen, 2) ? -1 : choices(c, k);
+        return once(&rc->seen, R_CHOICES) ? -1 : choices(c, k);
     }
     if (IS(key, "usage")) {
         struct usectx u = { k, 0 };
-        if (once(&rc->seen, 4))
+        if (once(&rc->seen, R_USAGE))
             return -1;
         if (peek(c) != '{')
             return 1;           /* null: no usage */
@@ -886,7 +889,7 @@ static int fn_root(struct cur *c, const struct key *key, void *ctx)
     if (IS(key, "error")) {
         /* null: no error (tt_dec_generic_error); a null is fixed bytes in a
          * kept shape, so a later error object is not read by the shape */
-        if (once(&rc->seen, 8) || peek(c) != 'n')
+        if (once(&rc->seen, R_ERROR) || peek(c) != 'n')
             return -1;          /* rare and rich: cJSON's path */
         return 1;
     }

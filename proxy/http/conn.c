@@ -442,8 +442,7 @@ static void client_queued(struct tt_conn *c)
         bufferevent_enable(c->cbev, EV_WRITE);
         return;
     }
-    tv.tv_sec = CFG(c)->send_timeout_ms / 1000;
-    tv.tv_usec = (CFG(c)->send_timeout_ms % 1000) * 1000;
+    tv = tt_ms_tv(CFG(c)->send_timeout_ms);
     event_add(c->wev, &tv);
 }
 
@@ -1422,8 +1421,7 @@ static int request_end(struct tt_conn *c, int may_wait)
     if (may_wait && !r->cancelled && c->acking == NULL &&
         (tt_delivery_poll(&c->dl), !tt_delivery_settled(&c->dl)) &&
         (c->acking = malloc(sizeof(*c->acking))) != NULL) {
-        struct timeval tv = { CFG(c)->send_timeout_ms / 1000,
-                              (CFG(c)->send_timeout_ms % 1000) * 1000 };
+        struct timeval tv = tt_ms_tv(CFG(c)->send_timeout_ms);
         tt_request_move(c->acking, r);
         /* a client that never acknowledges: recorded without, after send_timeout */
         event_add(c->dl.watch, &tv);
@@ -1943,8 +1941,7 @@ struct tt_conn *tt_conn_accept(struct tt_worker *w, evutil_socket_t fd,
         /* writes: wev once bytes wait (client_queued) */
         client_read_update(c);
     } else {
-        struct timeval send = { cfg->send_timeout_ms / 1000,
-                                (cfg->send_timeout_ms % 1000) * 1000 };
+        struct timeval send = tt_ms_tv(cfg->send_timeout_ms);
 
         bufferevent_setcb(c->cbev, client_bev_read, client_bev_write, client_bev_event, c);
         bufferevent_setwatermark(c->cbev, EV_READ, 0, cfg->buffer_bytes);

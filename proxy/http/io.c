@@ -70,7 +70,7 @@ const char *tt_parse_error(const llhttp_t *p, enum llhttp_errno e)
 
 void tt_timer_set(struct event *ev, unsigned ms)
 {
-    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+    struct timeval tv = tt_ms_tv(ms);
     evtimer_add(ev, &tv);
 }
 

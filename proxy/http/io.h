@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -40,6 +41,13 @@ const char *tt_parse_error(const llhttp_t *p, enum llhttp_errno e);
  * once per request); 0, or -1 as evbuffer_add */
 int tt_add_str(struct evbuffer *out, const char *s);
 int tt_add_num(struct evbuffer *out, long long v);
+
+/* <ms> milliseconds as a struct timeval, for libevent's timeouts */
+static inline struct timeval tt_ms_tv(unsigned ms)
+{
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    return tv;
+}
 
 /* (re)arm <ev> to fire in <ms> milliseconds */
 void tt_timer_set(struct event *ev, unsigned ms);

@@ -90,7 +90,7 @@ int tt_targets_build(const struct tt_config *cfg, struct tt_target *t,
         s->sample = sh->sample;
         {
             /* 10 ms ticks: a smooth cap, far above any real token stream */
-            struct timeval tick = { 0, (suseconds_t)(TT_RATE_TICK_NS / 1000u) };
+            struct timeval tick = TT_RATE_TICK_TV;
             size_t per_tick = sh->max_read_rate / (1000000000u / TT_RATE_TICK_NS);
             s->rate_tick = per_tick;
             s->rate = ev_token_bucket_cfg_new(per_tick, per_tick * 2, EV_RATE_LIMIT_MAX,

@@ -286,7 +286,7 @@ static void rate_fill(struct tt_upconn *u, uint64_t now)
 static void rate_refilled(evutil_socket_t fd, short what, void *arg)
 {
     struct tt_upconn *u = arg;
-    struct timeval tick = { 0, (suseconds_t)(TT_RATE_TICK_NS / 1000u) };
+    struct timeval tick = TT_RATE_TICK_TV;
     (void)fd;
     (void)what;
 
@@ -304,7 +304,7 @@ static void rate_refilled(evutil_socket_t fd, short what, void *arg)
  * for a tick (libevent's wait: a whole tick from now) */
 static void rate_take(struct tt_upconn *u, size_t n, uint64_t now)
 {
-    struct timeval tick = { 0, (suseconds_t)(TT_RATE_TICK_NS / 1000u) };
+    struct timeval tick = TT_RATE_TICK_TV;
 
     u->bucket -= n < u->bucket ? n : u->bucket;
     if (u->bucket > 0)

@@ -105,6 +105,7 @@ void tt_upstream_close_idle(struct tt_worker *w);
  * tt_upstream_idle(): the read idle deadline, either way (0 = none).
  */
 #define TT_RATE_TICK_NS 10000000ull
+#define TT_RATE_TICK_TV { 0, (suseconds_t)(TT_RATE_TICK_NS / 1000u) }
 int  tt_upstream_read_direct(struct tt_upconn *u, size_t high, size_t rate);
 void tt_upstream_read_resume(struct tt_upconn *u);
 void tt_upstream_idle(struct tt_upconn *u, unsigned ms);
