@@ -294,27 +294,35 @@ profile() { # TITLE WORKLOAD UNITS [MINUS-WORKLOAD]
 # and writing the bytes, the event loop
 parts() {
     [ "${COST_PROFILE:-1}" != 0 ] && [ -d "$T/tt.$2.$K2" ] || return 0
-    PROF_INC=yes prof tt "$2" "$((K2 - K1))" >"$T/prof.i"
+    # "i COUNT FUNCTION" inclusive, "s COUNT FUNCTION" self
+    { PROF_INC=yes prof tt "$2" "$((K2 - K1))" | sed 's/^/i /'
+      prof tt "$2" "$((K2 - K1))" | sed 's/^/s /'; } >"$T/prof.i"
     echo
-    echo "tokentap, $1: instructions per request by part (inclusive counts)"
+    echo "tokentap, $1: instructions per request by part"
     awk -v total="$(sed -n "s/^CG proxy=tt workload=$2 .*ir_per_unit=\([0-9]*\).*/\1/p" "$T/cg.txt" | head -n 1)" '
-        function part(name, re) { names[++n] = name; pat[n] = re }
+        # a part is the inclusive counts (i) of the functions it enters
+        # through, or, where those also run other parts (the watch
+        # callback writes the records that waited for an acknowledgement),
+        # the self counts (s) of its own functions
+        function part(name, kind, re) { names[++n] = name; kinds[n] = kind; pat[n] = re }
         BEGIN {
-            part("request inspection (the body read for model, stream, max tokens)", ":tt_inspect_finish$")
-            part("decoding the response (framing, JSON, the think filter)", ":tt_stream_(feed|end)$")
-            part("the clock: metrics from the timestamps", ":tt_metrics_compute$")
-            part("SLO judgement", ":tt_slo_judge$")
-            part("aggregation (histograms, windows, /stats, recent requests)", ":tt_agg_observe_at$")
-            part("the record (JSON formatting)", ":tt_record_format$")
-            part("handing the record to the writer thread", ":tt_recorder_submit$")
-            part("delivery (acknowledgements read from the error queue)", "conn.c:watch_cb$")
+            part("request inspection (the body read for model, stream, max tokens)", "i", ":tt_inspect_finish$")
+            part("decoding the response (framing, JSON, the think filter)", "i", ":tt_stream_(feed|end)$")
+            part("the clock: metrics from the timestamps", "i", ":tt_metrics_compute$")
+            part("SLO judgement", "i", ":tt_slo_judge$")
+            part("aggregation (histograms, windows, /stats, recent requests)", "i", ":tt_agg_observe_at$")
+            part("the record (JSON formatting)", "i", ":tt_record_format$")
+            part("handing the record to the writer thread", "i", ":tt_recorder_submit$")
+            part("delivery (delivery.c, the watch callback; self counts)", "s",
+                 "(/delivery\\.c:|conn\\.c:(watch_cb|acking_done)$)")
         }
         # callgrind_annotate lists a function twice, once with its object
         # ([tokentap]) and once by file path: the first kind only, and each
         # function once, its largest line
         $0 !~ / \[[^]]*\]$/ { next }
-        { f = $0; sub(/^[^ ]+ /, "", f); sub(/ \[[^]]*\]$/, "", f)
-          for (i = 1; i <= n; i++) if (f ~ pat[i] && (!((i, f) in m) || $1 > m[i, f])) m[i, f] = $1 }
+        { kind = $1; c = $2; f = $0; sub(/^[^ ]+ [^ ]+ /, "", f); sub(/ \[[^]]*\]$/, "", f)
+          for (i = 1; i <= n; i++)
+              if (kind == kinds[i] && f ~ pat[i] && (!((i, f) in m) || c > m[i, f])) m[i, f] = c }
         END {
             for (k in m) { split(k, ix, SUBSEP); v[ix[1]] += m[k] }
             # a part none of whose functions was seen (renamed, inlined):
